@@ -1,0 +1,69 @@
+// Command sluice changes the schema of a busy MySQL table online.
+//
+//	sluice migrate --host H --port P --user U --database D --table T --alter "..."
+//
+// The password comes from --password-file, MYSQL_PWD or an option file
+// (--defaults-file), never from the command line. Exit code 0 means the table
+// was changed; 1 means it was not, and the message says why.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	root := newRoot()
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "sluice: "+oneLine(err))
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "sluice",
+		Short:         "Online schema changes for busy MySQL tables",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%v (see 'sluice %s --help')", err, c.Name())
+	})
+	root.AddCommand(newMigrate(), newVersion())
+	return root
+}
+
+var version = "dev"
+
+func newVersion() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print sluice's version",
+		Args:  cobra.NoArgs,
+		Run:   func(c *cobra.Command, _ []string) { fmt.Fprintln(c.OutOrStdout(), "sluice", version) },
+	}
+}
+
+// oneLine flattens an error to a single line.
+func oneLine(err error) string {
+	var parts []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, l)
+		}
+	}
+	if len(parts) == 0 {
+		return errors.Unwrap(err).Error()
+	}
+	return strings.Join(parts, "; ")
+}

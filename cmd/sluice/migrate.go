@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/migration"
+)
+
+type migrateFlags struct {
+	host, user, database, table, alter, dsn string
+	port                                    int
+	passwordFile, defaultsFile              string
+	password                                string // refused: only here to say so
+	copyWorkers, applyWorkers               int
+	chunkTime, lockTimeout, progress        time.Duration
+	cutoverAttempts                         int
+	dropOld, quiet                          bool
+}
+
+func newMigrate() *cobra.Command {
+	var f migrateFlags
+	c := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply an ALTER to a table online: shadow copy, parallel binlog apply, checksum, atomic swap",
+		Long: `migrate changes a table's schema without blocking its writes.
+
+It creates _<table>_new with the ALTER applied, copies rows into it in parallel
+primary-key ranges while applying the binlog's changes in parallel, compares both
+tables chunk by chunk, and swaps them with RENAME TABLE under a lock whose wait is
+bounded by --cutover-lock-timeout. The original is kept as _<table>_old unless
+--drop-old. Interrupting it at any moment leaves the original table untouched.
+
+The password is read from --password-file, the MYSQL_PWD environment variable,
+or the [client] section of --defaults-file; never from the command line.`,
+		Example: `  MYSQL_PWD=... sluice migrate --host db1 --user dba --database shop --table orders \
+      --alter "ADD COLUMN note VARCHAR(64), ADD INDEX (created_at)"`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return runMigrate(c.Context(), c, f) },
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.host, "host", "127.0.0.1", "MySQL host")
+	fl.IntVar(&f.port, "port", 3306, "MySQL port")
+	fl.StringVar(&f.user, "user", "", "MySQL user (default: from --defaults-file, else the login name)")
+	fl.StringVar(&f.database, "database", "", "database of the table")
+	fl.StringVar(&f.table, "table", "", "table to change")
+	fl.StringVar(&f.alter, "alter", "", `the ALTER clause, e.g. "ADD COLUMN c INT" (a full ALTER TABLE statement is accepted too)`)
+	fl.StringVar(&f.dsn, "dsn", "", "connection as user@tcp(host:port)/database instead of --host/--port/--user/--database (no password in it)")
+	fl.StringVar(&f.passwordFile, "password-file", "", "file whose first line is the password")
+	fl.StringVar(&f.defaultsFile, "defaults-file", "", "MySQL option file to read user, password, host and port from ([client] section)")
+	fl.StringVar(&f.password, "password", "", "not accepted: use MYSQL_PWD, --password-file or --defaults-file")
+	fl.MarkHidden("password")
+	fl.IntVar(&f.copyWorkers, "threads", 2, "rows ranges copied at once")
+	fl.IntVar(&f.applyWorkers, "apply-threads", 4, "binlog change batches applied at once")
+	fl.DurationVar(&f.chunkTime, "chunk-time", 100*time.Millisecond, "target duration of one copy statement")
+	fl.DurationVar(&f.lockTimeout, "cutover-lock-timeout", 2*time.Second, "longest wait for each table lock attempt; application queries never wait longer on sluice")
+	fl.IntVar(&f.cutoverAttempts, "cutover-attempts", 10, "table lock attempts before giving up")
+	fl.BoolVar(&f.dropOld, "drop-old", false, "drop the original table after the swap instead of keeping it as _<table>_old")
+	fl.DurationVar(&f.progress, "progress-interval", 5*time.Second, "how often to print progress")
+	fl.BoolVar(&f.quiet, "quiet", false, "print only errors and the final summary")
+	return c
+}
+
+func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
+	if c.Flags().Changed("password") {
+		return errors.New("passwords are not accepted on the command line (other users can read it in the process list): use MYSQL_PWD, --password-file or --defaults-file")
+	}
+	conn, database, err := connection(c, f)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if f.quiet {
+		level = slog.LevelWarn
+	}
+	logger := slog.New(slog.NewTextHandler(c.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	r, err := migration.New(migration.Config{
+		Conn: conn, Database: database, Table: f.table, Alter: f.alter,
+		CopyWorkers: f.copyWorkers, ApplyWorkers: f.applyWorkers, ChunkTime: f.chunkTime,
+		CutoverLockTimeout: f.lockTimeout, CutoverAttempts: f.cutoverAttempts,
+		DropOld: f.dropOld, ProgressInterval: f.progress, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	res, err := r.Run(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted during %s; the original table %s.%s is untouched and no lock is held", r.Phase(), database, f.table)
+		}
+		return err
+	}
+	out := c.OutOrStdout()
+	fmt.Fprintf(out, "sluice: %s.%s migrated in %s: %d rows copied, %d changes applied, checksum %d rows in %d chunks, tables locked %s for the swap\n",
+		database, f.table, res.Total.Round(time.Millisecond), res.RowsCopied, res.KeysApplied, res.ChecksumRows, res.ChecksumChunks,
+		res.CutoverLock.Round(time.Millisecond))
+	if res.OldTable != "" {
+		fmt.Fprintf(out, "sluice: the original table is kept as %s.%s; drop it when you no longer need it\n", database, res.OldTable)
+	}
+	return nil
+}
+
+// connection resolves where to connect and as whom, with the password from a
+// file, the environment or an option file.
+func connection(c *cobra.Command, f migrateFlags) (dbconn.Config, string, error) {
+	conn := dbconn.Config{Host: f.host, Port: f.port, User: f.user}
+	database := f.database
+	if f.defaultsFile != "" {
+		opts, err := readOptionFile(f.defaultsFile)
+		if err != nil {
+			return conn, "", err
+		}
+		if v, ok := opts["user"]; ok && !c.Flags().Changed("user") {
+			conn.User = v
+		}
+		if v, ok := opts["host"]; ok && !c.Flags().Changed("host") {
+			conn.Host = v
+		}
+		if v, ok := opts["port"]; ok && !c.Flags().Changed("port") {
+			if _, err := fmt.Sscanf(v, "%d", &conn.Port); err != nil {
+				return conn, "", fmt.Errorf("option file %s: port %q is not a number", f.defaultsFile, v)
+			}
+		}
+		if v, ok := opts["password"]; ok {
+			conn.Password = v
+		}
+		if v, ok := opts["database"]; ok && database == "" {
+			database = v
+		}
+	}
+	if f.dsn != "" {
+		dc, db, err := dbconn.ParseDSN(f.dsn)
+		if err != nil {
+			return conn, "", fmt.Errorf("--dsn: %v", err)
+		}
+		if dc.Password != "" {
+			return conn, "", errors.New("--dsn holds a password, which would be visible in the process list: remove it and use MYSQL_PWD, --password-file or --defaults-file")
+		}
+		dc.Password = conn.Password
+		conn = dc
+		if db != "" {
+			database = db
+		}
+	}
+	if p, ok := os.LookupEnv("MYSQL_PWD"); ok {
+		conn.Password = p
+	}
+	if f.passwordFile != "" {
+		b, err := os.ReadFile(f.passwordFile)
+		if err != nil {
+			return conn, "", fmt.Errorf("--password-file: %v", err)
+		}
+		conn.Password, _, _ = strings.Cut(string(b), "\n")
+		conn.Password = strings.TrimRight(conn.Password, "\r")
+	}
+	if conn.User == "" {
+		conn.User = os.Getenv("USER")
+	}
+	return conn, database, nil
+}

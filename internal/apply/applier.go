@@ -1,0 +1,260 @@
+package apply
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/rowkey"
+	"github.com/sluicedb/sluice/internal/schema"
+)
+
+// ErrDuplicate means a row of the original table conflicts with another under
+// a unique key of the new table. The migration must stop: sluice never drops
+// or replaces a row to make it fit.
+var ErrDuplicate = errors.New("duplicate key in the new table")
+
+// Config configures an Applier.
+type Config struct {
+	DB      *sql.DB
+	Mapping *schema.Mapping
+	Key     rowkey.Cols
+	// Workers is how many batches are applied at once (default 4).
+	Workers int
+	// BatchSize is the most keys per batch (default 500).
+	BatchSize int
+}
+
+// Applier applies the keys a Scheduler holds. Run blocks until its context ends
+// or an error stops it; ApplyOn may be called at any time from one other
+// goroutine (while the scheduler is held, so no worker runs).
+type Applier struct {
+	cfg     Config
+	sched   *Scheduler
+	applied atomic.Int64
+	deleteSQL,
+	insertSQL string
+}
+
+// New validates cfg and returns an Applier fed by sched.
+func New(cfg Config, sched *Scheduler) (*Applier, error) {
+	if cfg.DB == nil || cfg.Mapping == nil || len(cfg.Key) == 0 || sched == nil {
+		return nil, errors.New("apply: DB, Mapping, Key and a scheduler are required")
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 500
+	}
+	return &Applier{
+		cfg:       cfg,
+		sched:     sched,
+		deleteSQL: "DELETE FROM " + cfg.Mapping.Target.Quoted() + " WHERE ",
+		insertSQL: cfg.Mapping.CopySQL(),
+	}, nil
+}
+
+// Applied returns how many key applications have committed.
+func (a *Applier) Applied() int64 { return a.applied.Load() }
+
+// Run starts the workers and applies batches until ctx ends (returning nil) or
+// a batch fails for good (returning its error; ErrDuplicate for a unique-key
+// conflict that persists when every pending key is applied together).
+func (a *Applier) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	conflict := make(chan []rowkey.Key, a.cfg.Workers)
+	for w := 0; w < a.cfg.Workers; w++ {
+		g.Go(func() error { return a.worker(gctx, conflict) })
+	}
+	g.Go(func() error { return a.resolver(gctx, conflict) })
+	err := g.Wait()
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return nil
+	}
+	return err
+}
+
+func (a *Applier) worker(ctx context.Context, conflict chan<- []rowkey.Key) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		changed := a.sched.Changed()
+		batch := a.sched.Next(a.cfg.BatchSize)
+		if batch == nil {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-changed:
+			case <-tick.C:
+			}
+			continue
+		}
+		err := a.applyWithRetry(ctx, txRunner{a.cfg.DB}, batch)
+		switch {
+		case err == nil:
+			a.sched.Done(batch)
+		case errors.Is(err, ErrDuplicate):
+			// Maybe only a stale row in the shadow that another pending key
+			// will fix: let the resolver apply everything at once.
+			a.sched.Requeue(batch)
+			select {
+			case conflict <- batch:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		default:
+			a.sched.Requeue(batch)
+			return err
+		}
+	}
+}
+
+// resolver handles unique-key conflicts: it holds the scheduler, waits for the
+// batches in flight, and applies every pending key in one transaction. If the
+// conflict is still there, the original table really holds rows that collide
+// under the new key.
+func (a *Applier) resolver(ctx context.Context, conflict <-chan []rowkey.Key) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-conflict:
+		}
+		a.sched.Hold(true)
+		for a.sched.InFlight() > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		conn, err := a.cfg.DB.Conn(ctx)
+		if err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
+		err = a.ApplyOn(ctx, conn)
+		conn.Close()
+		if err != nil {
+			return err
+		}
+		a.sched.Hold(false)
+	}
+}
+
+// ApplyOn applies every ready key on conn, in one transaction (the caller makes
+// sure no worker runs meanwhile).
+func (a *Applier) ApplyOn(ctx context.Context, conn *sql.Conn) error {
+	return a.applyAll(ctx, txRunner{conn})
+}
+
+// ApplyLocked applies every ready key on conn, which holds LOCK TABLES on both
+// tables. No transaction is opened: START TRANSACTION would release the table
+// locks. Nobody else can read the shadow meanwhile.
+func (a *Applier) ApplyLocked(ctx context.Context, conn *sql.Conn) error {
+	return a.applyAll(ctx, directRunner{conn})
+}
+
+func (a *Applier) applyAll(ctx context.Context, db runner) error {
+	keys := a.sched.TakeAll()
+	if len(keys) == 0 {
+		return nil
+	}
+	err := a.applyWithRetry(ctx, db, keys)
+	if err != nil {
+		a.sched.Requeue(keys)
+		return err
+	}
+	a.sched.Done(keys)
+	return nil
+}
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// runner runs fn with an execer and commits, or runs it directly.
+type runner interface {
+	run(ctx context.Context, fn func(execer) error) error
+}
+
+type beginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// txRunner runs fn in one transaction.
+type txRunner struct{ db beginner }
+
+func (r txRunner) run(ctx context.Context, fn func(execer) error) error {
+	tx, err := r.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("apply: begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("apply: commit: %w", err)
+	}
+	return nil
+}
+
+// directRunner runs fn on a connection in autocommit mode.
+type directRunner struct{ conn execer }
+
+func (r directRunner) run(ctx context.Context, fn func(execer) error) error { return fn(r.conn) }
+
+func (a *Applier) applyWithRetry(ctx context.Context, db runner, keys []rowkey.Key) error {
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		err = a.applyOnce(ctx, db, keys)
+		if err == nil || !dbconn.Retryable(err) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// applyOnce deletes keys from the shadow and copies them from the original in
+// one transaction, in statements of at most BatchSize keys.
+func (a *Applier) applyOnce(ctx context.Context, db runner, keys []rowkey.Key) error {
+	err := db.run(ctx, func(tx execer) error { return a.applyKeys(ctx, tx, keys) })
+	if err != nil {
+		return err
+	}
+	a.applied.Add(int64(len(keys)))
+	return nil
+}
+
+func (a *Applier) applyKeys(ctx context.Context, tx execer, keys []rowkey.Key) error {
+	for i := 0; i < len(keys); i += a.cfg.BatchSize {
+		part := keys[i:min(i+a.cfg.BatchSize, len(keys))]
+		in, args := a.cfg.Key.InList(part)
+		if _, err := tx.ExecContext(ctx, a.deleteSQL+in, args...); err != nil {
+			return fmt.Errorf("apply: delete %d keys: %w", len(part), err)
+		}
+	}
+	for i := 0; i < len(keys); i += a.cfg.BatchSize {
+		part := keys[i:min(i+a.cfg.BatchSize, len(keys))]
+		in, args := a.cfg.Key.InList(part)
+		if _, err := tx.ExecContext(ctx, a.insertSQL+in, args...); err != nil {
+			if dbconn.ErrorNumber(err) == dbconn.ErrDupEntry {
+				return fmt.Errorf("%w: %v", ErrDuplicate, err)
+			}
+			return fmt.Errorf("apply: copy %d keys: %w", len(part), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+// Package apply keeps the shadow table in step with the original while changes
+// arrive from the binlog.
+//
+// sluice does not replay binlog row images. A change to a row only marks its
+// primary key; applying a key copies that row's current committed state from
+// the original table into the shadow (delete the key in the shadow, then
+// INSERT ... SELECT it from the original, in one transaction, with a locking
+// read that waits for any transaction still committing). Applying a key is
+// therefore idempotent and needs no event order, which is what lets many
+// workers apply at once: the Scheduler only guarantees that one key is never
+// in two batches at the same time, and that a key marked again while its batch
+// runs is applied once more afterwards.
+package apply
+
+import (
+	"sync"
+
+	"github.com/sluicedb/sluice/internal/rowkey"
+)
+
+// Scheduler holds the keys waiting to be applied. It is safe for concurrent
+// use. The binlog reader calls Add; apply workers call Next, then Done or
+// Requeue for every batch they took.
+type Scheduler struct {
+	mu       sync.Mutex // protects every field below
+	ready    map[string]rowkey.Key
+	inflight map[string]bool
+	// again holds keys marked while their batch was in flight.
+	again  map[string]rowkey.Key
+	held bool
+	// changed is closed (and replaced) when workers may find new work.
+	changed chan struct{}
+	added   int64
+}
+
+// NewScheduler returns an empty scheduler.
+func NewScheduler() *Scheduler {
+	return &Scheduler{
+		ready:    map[string]rowkey.Key{},
+		inflight: map[string]bool{},
+		again:    map[string]rowkey.Key{},
+		changed:  make(chan struct{}),
+	}
+}
+
+// broadcastLocked wakes every goroutine waiting on Changed. s.mu must be held.
+func (s *Scheduler) broadcastLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Changed returns a channel that is closed once keys become ready while the
+// scheduler is not held, or the hold is lifted.
+func (s *Scheduler) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// Add marks keys as changed.
+func (s *Scheduler) Add(keys ...rowkey.Key) {
+	s.mu.Lock()
+	for _, k := range keys {
+		e := k.Encode()
+		s.added++
+		if s.inflight[e] {
+			s.again[e] = k
+			continue
+		}
+		s.ready[e] = k
+	}
+	if !s.held && len(s.ready) > 0 {
+		s.broadcastLocked()
+	}
+	s.mu.Unlock()
+}
+
+// Next takes up to max keys that are not in flight and marks them in flight.
+// It returns nil while the scheduler is held or has nothing ready.
+func (s *Scheduler) Next(max int) []rowkey.Key {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held {
+		return nil
+	}
+	return s.takeLocked(max)
+}
+
+// TakeAll takes every ready key, even while held; the caller applies them
+// itself (the cut-over applies the last keys on its locking connection).
+func (s *Scheduler) TakeAll() []rowkey.Key {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.takeLocked(len(s.ready))
+}
+
+func (s *Scheduler) takeLocked(max int) []rowkey.Key {
+	if max <= 0 || len(s.ready) == 0 {
+		return nil
+	}
+	out := make([]rowkey.Key, 0, min(max, len(s.ready)))
+	for e, k := range s.ready {
+		if len(out) == max {
+			break
+		}
+		out = append(out, k)
+		s.inflight[e] = true
+		delete(s.ready, e)
+	}
+	return out
+}
+
+// Done reports that keys were applied; keys marked again meanwhile become ready.
+func (s *Scheduler) Done(keys []rowkey.Key) {
+	s.mu.Lock()
+	for _, k := range keys {
+		e := k.Encode()
+		delete(s.inflight, e)
+		if again, ok := s.again[e]; ok {
+			delete(s.again, e)
+			s.ready[e] = again
+		}
+	}
+	if !s.held && len(s.ready) > 0 {
+		s.broadcastLocked()
+	}
+	s.mu.Unlock()
+}
+
+// Requeue reports that keys were not applied: they become ready again.
+func (s *Scheduler) Requeue(keys []rowkey.Key) {
+	s.mu.Lock()
+	for _, k := range keys {
+		e := k.Encode()
+		delete(s.inflight, e)
+		delete(s.again, e)
+		s.ready[e] = k
+	}
+	if !s.held {
+		s.broadcastLocked()
+	}
+	s.mu.Unlock()
+}
+
+// Hold stops (true) or resumes (false) Next from handing out keys.
+func (s *Scheduler) Hold(held bool) {
+	s.mu.Lock()
+	s.held = held
+	if !held {
+		s.broadcastLocked()
+	}
+	s.mu.Unlock()
+}
+
+// Backlog returns how many keys are waiting or in flight.
+func (s *Scheduler) Backlog() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ready) + len(s.inflight)
+}
+
+// InFlight returns how many keys are being applied now.
+func (s *Scheduler) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.inflight)
+}
+
+// Marked returns how many key marks Add has received in all.
+func (s *Scheduler) Marked() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.added
+}

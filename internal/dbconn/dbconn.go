@@ -1,0 +1,188 @@
+// Package dbconn opens sluice's connections to MySQL and is the one place where
+// SQL text meets identifiers: every table and column name that sluice writes
+// into a statement is quoted by QuoteIdent here.
+//
+// Every connection opened through this package carries the same session
+// settings (UTC time zone, strict SQL mode, REPEATABLE READ, bounded lock waits),
+// so that copy, apply, checksum and cut-over see values the same way.
+package dbconn
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Config says where the server is and who sluice is there. Password is never
+// logged; String redacts it.
+type Config struct {
+	Host     string
+	Port     int
+	User     string
+	Password string
+	// Params are extra driver parameters (for example tls=true).
+	Params map[string]string
+}
+
+// String describes the target without the password.
+func (c Config) String() string {
+	return fmt.Sprintf("%s@%s:%d", c.User, c.Host, c.Port)
+}
+
+// Validate reports the first missing setting.
+func (c Config) Validate() error {
+	switch {
+	case c.Host == "":
+		return errors.New("no host given: pass --host")
+	case c.Port <= 0 || c.Port > 65535:
+		return fmt.Errorf("port %d is out of range: pass --port between 1 and 65535", c.Port)
+	case c.User == "":
+		return errors.New("no user given: pass --user")
+	}
+	return nil
+}
+
+// SessionSettings are applied to every connection sluice opens.
+//   - time_zone UTC: TIMESTAMP values keep their meaning whatever the server zone.
+//   - strict sql_mode without NO_ZERO_DATE: lossy conversions fail, existing zero
+//     dates still copy.
+//   - REPEATABLE READ: INSERT ... SELECT takes shared locks on the rows it reads,
+//     so it waits for transactions that are written to the binlog but not yet
+//     committed in InnoDB, and never copies a row's stale version.
+var SessionSettings = map[string]string{
+	"time_zone":                "'+00:00'",
+	"sql_mode":                 "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'",
+	"transaction_isolation":    "'REPEATABLE-READ'",
+	"innodb_lock_wait_timeout": "10",
+	"lock_wait_timeout":        "30",
+	"group_concat_max_len":     "1048576",
+}
+
+// DSN builds the driver data source name. It carries the password, so it must
+// never be logged or shown.
+func (c Config) DSN(database string) string {
+	mc := mysql.NewConfig()
+	mc.User = c.User
+	mc.Passwd = c.Password
+	mc.Net = "tcp"
+	mc.Addr = fmt.Sprintf("%s:%d", c.Host, c.Port)
+	mc.DBName = database
+	mc.InterpolateParams = true
+	mc.ParseTime = false
+	mc.Timeout = 10 * time.Second
+	mc.Params = map[string]string{"charset": "utf8mb4"}
+	for k, v := range SessionSettings {
+		mc.Params[k] = v
+	}
+	for k, v := range c.Params {
+		if k == "tls" {
+			mc.TLSConfig = v
+			continue
+		}
+		mc.Params[k] = v
+	}
+	return mc.FormatDSN()
+}
+
+// Open returns a pool to database with sluice's session settings, after checking
+// that the server answers. maxConns bounds the pool.
+func Open(ctx context.Context, c Config, database string, maxConns int) (*sql.DB, error) {
+	db, err := sql.Open("mysql", c.DSN(database))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", c, err)
+	}
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	db.SetConnMaxLifetime(time.Hour)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to %s: %w", c, Explain(err))
+	}
+	return db, nil
+}
+
+// ParseDSN reads a go-sql-driver style DSN (user:pass@tcp(host:port)/db) into a
+// Config and the database it names.
+func ParseDSN(dsn string) (Config, string, error) {
+	mc, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return Config{}, "", fmt.Errorf("parse DSN: %w", err)
+	}
+	c := Config{User: mc.User, Password: mc.Passwd, Host: "127.0.0.1", Port: 3306}
+	if mc.Addr != "" {
+		host, port, ok := strings.Cut(mc.Addr, ":")
+		c.Host = host
+		if ok {
+			if _, err := fmt.Sscanf(port, "%d", &c.Port); err != nil {
+				return Config{}, "", fmt.Errorf("parse DSN port %q: %w", port, err)
+			}
+		}
+	}
+	if mc.TLSConfig != "" {
+		c.Params = map[string]string{"tls": mc.TLSConfig}
+	}
+	return c, mc.DBName, nil
+}
+
+// QuoteIdent quotes a MySQL identifier with backticks, doubling any backtick in it.
+func QuoteIdent(name string) string {
+	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
+}
+
+// QuoteTable quotes database.table.
+func QuoteTable(database, table string) string {
+	return QuoteIdent(database) + "." + QuoteIdent(table)
+}
+
+// QuoteString quotes a string literal for the cases where a placeholder cannot
+// stand (SHOW statements, COLLATE clauses are identifiers and use QuoteIdent).
+func QuoteString(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\x00", `\0`, "\n", `\n`, "\r", `\r`, "\x1a", `\Z`)
+	return "'" + r.Replace(s) + "'"
+}
+
+// MySQL error numbers sluice reacts to.
+const (
+	ErrDupEntry          = 1062
+	ErrLockWaitTimeout   = 1205
+	ErrLockDeadlock      = 1213
+	ErrAccessDenied      = 1045
+	ErrNoSuchTable       = 1146
+	ErrTableExists       = 1050
+	ErrBadDB             = 1049
+	ErrQueryInterrupted  = 1317
+	ErrDBAccessDenied    = 1044
+	ErrTableAccessDenied = 1142
+)
+
+// ErrorNumber returns the MySQL error number of err, or 0.
+func ErrorNumber(err error) uint16 {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	return 0
+}
+
+// Retryable reports whether a statement that failed with err may simply be run
+// again: a deadlock or a lock wait timeout.
+func Retryable(err error) bool {
+	n := ErrorNumber(err)
+	return n == ErrLockDeadlock || n == ErrLockWaitTimeout
+}
+
+// Explain turns the driver errors a user can cause into one actionable sentence.
+func Explain(err error) error {
+	switch ErrorNumber(err) {
+	case ErrAccessDenied:
+		return fmt.Errorf("access denied: check the user and the password (MYSQL_PWD, --password-file or the option file): %w", err)
+	case ErrBadDB:
+		return fmt.Errorf("unknown database: check --database: %w", err)
+	}
+	return err
+}

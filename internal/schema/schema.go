@@ -1,0 +1,176 @@
+// Package schema reads a table's definition from information_schema (columns,
+// primary key, foreign keys, triggers) and names the tables sluice creates
+// beside it.
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+)
+
+// Column is one column of a table, as information_schema describes it.
+type Column struct {
+	Name       string
+	Ordinal    int
+	DataType   string // lower case: int, varchar, timestamp, ...
+	ColumnType string // full type: "int unsigned", "varchar(20)", "enum('a','b')"
+	Unsigned   bool
+	Nullable   bool
+	Charset    string // empty for non-string types
+	Collation  string
+	MaxLength  int64 // characters for string types
+	Generated  bool  // a virtual or stored generated column: never written to
+}
+
+// Table is a base table's definition.
+type Table struct {
+	Database   string
+	Name       string
+	Columns    []Column
+	PrimaryKey []string // column names in key order
+	// PKPrefix is true when some primary key part is a column prefix.
+	PKPrefix      bool
+	ForeignKeys   int // constraints on this table or referencing it
+	Triggers      int
+	EstimatedRows int64
+	Engine        string
+}
+
+// ErrNotFound means the table does not exist.
+var ErrNotFound = errors.New("table not found")
+
+// Column returns the named column (case-insensitively, as MySQL does).
+func (t *Table) Column(name string) (Column, bool) {
+	for _, c := range t.Columns {
+		if strings.EqualFold(c.Name, name) {
+			return c, true
+		}
+	}
+	return Column{}, false
+}
+
+// PKColumns returns the primary key's columns in key order.
+func (t *Table) PKColumns() []Column {
+	out := make([]Column, 0, len(t.PrimaryKey))
+	for _, n := range t.PrimaryKey {
+		c, _ := t.Column(n)
+		out = append(out, c)
+	}
+	return out
+}
+
+// Quoted is the table's quoted `db`.`name`.
+func (t *Table) Quoted() string { return dbconn.QuoteTable(t.Database, t.Name) }
+
+// Load reads table db.name. It returns ErrNotFound (wrapped) when there is no
+// such base table.
+func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error) {
+	t := &Table{Database: database, Name: name}
+	var rows sql.NullInt64
+	var engine sql.NullString
+	err := db.QueryRowContext(ctx, `SELECT TABLE_ROWS, ENGINE FROM information_schema.TABLES
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND TABLE_TYPE = 'BASE TABLE'`, database, name).Scan(&rows, &engine)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%s.%s: %w", database, name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read table %s.%s: %w", database, name, err)
+	}
+	t.EstimatedRows = rows.Int64
+	t.Engine = engine.String
+
+	crows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE,
+			IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME, CHARACTER_MAXIMUM_LENGTH, EXTRA
+		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?
+		ORDER BY ORDINAL_POSITION`, database, name)
+	if err != nil {
+		return nil, fmt.Errorf("read columns of %s.%s: %w", database, name, err)
+	}
+	defer crows.Close()
+	for crows.Next() {
+		var c Column
+		var nullable, extra string
+		var cs, coll sql.NullString
+		var maxLen sql.NullInt64
+		if err := crows.Scan(&c.Name, &c.Ordinal, &c.DataType, &c.ColumnType, &nullable, &cs, &coll, &maxLen, &extra); err != nil {
+			return nil, fmt.Errorf("read columns of %s.%s: %w", database, name, err)
+		}
+		c.DataType = strings.ToLower(c.DataType)
+		c.Unsigned = strings.Contains(strings.ToLower(c.ColumnType), "unsigned")
+		c.Nullable = nullable == "YES"
+		c.Charset, c.Collation, c.MaxLength = cs.String, coll.String, maxLen.Int64
+		ex := strings.ToUpper(extra)
+		c.Generated = strings.Contains(ex, "VIRTUAL GENERATED") || strings.Contains(ex, "STORED GENERATED")
+		t.Columns = append(t.Columns, c)
+	}
+	if err := crows.Err(); err != nil {
+		return nil, fmt.Errorf("read columns of %s.%s: %w", database, name, err)
+	}
+
+	krows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX`, database, name)
+	if err != nil {
+		return nil, fmt.Errorf("read primary key of %s.%s: %w", database, name, err)
+	}
+	defer krows.Close()
+	for krows.Next() {
+		var col string
+		var sub sql.NullInt64
+		if err := krows.Scan(&col, &sub); err != nil {
+			return nil, fmt.Errorf("read primary key of %s.%s: %w", database, name, err)
+		}
+		t.PrimaryKey = append(t.PrimaryKey, col)
+		if sub.Valid {
+			t.PKPrefix = true
+		}
+	}
+	if err := krows.Err(); err != nil {
+		return nil, fmt.Errorf("read primary key of %s.%s: %w", database, name, err)
+	}
+
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE
+		WHERE REFERENCED_TABLE_NAME IS NOT NULL AND ((TABLE_SCHEMA = ? AND TABLE_NAME = ?)
+		OR (REFERENCED_TABLE_SCHEMA = ? AND REFERENCED_TABLE_NAME = ?))`,
+		database, name, database, name).Scan(&t.ForeignKeys); err != nil {
+		return nil, fmt.Errorf("read foreign keys of %s.%s: %w", database, name, err)
+	}
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TRIGGERS
+		WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?`, database, name).Scan(&t.Triggers); err != nil {
+		return nil, fmt.Errorf("read triggers of %s.%s: %w", database, name, err)
+	}
+	return t, nil
+}
+
+// ShowCreate returns SHOW CREATE TABLE's text.
+func ShowCreate(ctx context.Context, db *sql.DB, database, name string) (string, error) {
+	var n, ddl string
+	if err := db.QueryRowContext(ctx, "SHOW CREATE TABLE "+dbconn.QuoteTable(database, name)).Scan(&n, &ddl); err != nil {
+		return "", fmt.Errorf("show create table %s.%s: %w", database, name, err)
+	}
+	return ddl, nil
+}
+
+// Names are the tables sluice creates beside table T.
+type Names struct {
+	Shadow string // the new table being filled: _T_new
+	Old    string // the original after cut-over: _T_old
+}
+
+// maxIdent is MySQL's identifier length limit.
+const maxIdent = 64
+
+// NamesFor returns the artifact names for table, shortening the table part so
+// that every name stays within MySQL's 64-character limit.
+func NamesFor(table string) Names {
+	base := table
+	const extra = len("__old")
+	if r := []rune(base); len(r) > maxIdent-extra {
+		base = string(r[:maxIdent-extra])
+	}
+	return Names{Shadow: "_" + base + "_new", Old: "_" + base + "_old"}
+}

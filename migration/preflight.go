@@ -1,0 +1,257 @@
+package migration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/rowkey"
+	"github.com/sluicedb/sluice/internal/schema"
+)
+
+// ErrPreflight wraps every reason the migration refuses to start. Nothing has
+// been created on the server when it is returned.
+var ErrPreflight = errors.New("preflight")
+
+func preflightErr(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrPreflight}, args...)...)
+}
+
+// ServerVars are the server settings preflight checks.
+type ServerVars struct {
+	Version        string
+	VersionComment string
+	LogBin         string
+	Format         string // global binlog_format
+	RowImage       string // global binlog_row_image
+	SessionFormat  string
+	SessionImage   string
+}
+
+// CheckServer returns the first reason the server cannot host a migration, or
+// nil. It is pure so every branch is tested without a server.
+func CheckServer(v ServerVars) error {
+	if strings.Contains(strings.ToLower(v.Version+" "+v.VersionComment), "mariadb") {
+		return preflightErr("the server is MariaDB %s, which sluice does not support yet; use MySQL 8.0.13 or later", v.Version)
+	}
+	major, minor, patch := parseVersion(v.Version)
+	if major < 8 || (major == 8 && minor == 0 && patch < 13) {
+		return preflightErr("the server is MySQL %s; sluice needs 8.0.13 or later (RENAME TABLE under LOCK TABLES)", v.Version)
+	}
+	if v.LogBin != "1" && !strings.EqualFold(v.LogBin, "ON") {
+		return preflightErr("the binary log is off (log_bin=%s); start the server with log_bin enabled", v.LogBin)
+	}
+	if !strings.EqualFold(v.Format, "ROW") {
+		return preflightErr("binlog_format is %s; set GLOBAL binlog_format=ROW (and restart the application's connections)", v.Format)
+	}
+	if !strings.EqualFold(v.RowImage, "FULL") {
+		return preflightErr("binlog_row_image is %s; set GLOBAL binlog_row_image=FULL", v.RowImage)
+	}
+	if v.SessionFormat != "" && !strings.EqualFold(v.SessionFormat, "ROW") {
+		return preflightErr("sluice's own session has binlog_format=%s; remove that setting from its connection options", v.SessionFormat)
+	}
+	if v.SessionImage != "" && !strings.EqualFold(v.SessionImage, "FULL") {
+		return preflightErr("sluice's own session has binlog_row_image=%s; remove that setting from its connection options", v.SessionImage)
+	}
+	return nil
+}
+
+var versionRE = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)`)
+
+func parseVersion(v string) (int, int, int) {
+	m := versionRE.FindStringSubmatch(v)
+	if m == nil {
+		return 0, 0, 0
+	}
+	a, _ := strconv.Atoi(m[1])
+	b, _ := strconv.Atoi(m[2])
+	c, _ := strconv.Atoi(m[3])
+	return a, b, c
+}
+
+// requiredPrivileges are needed on the database (or globally), replication
+// ones globally.
+var (
+	requiredDB     = []string{"SELECT", "INSERT", "DELETE", "CREATE", "DROP", "ALTER", "LOCK TABLES"}
+	requiredGlobal = []string{"REPLICATION SLAVE", "REPLICATION CLIENT"}
+)
+
+// MissingPrivileges returns the required privileges absent from the global
+// and database-level grants, sorted. "ALL PRIVILEGES" grants everything.
+func MissingPrivileges(global, database []string) []string {
+	has := func(list []string, p string) bool {
+		for _, x := range list {
+			if strings.EqualFold(x, p) || strings.EqualFold(x, "ALL PRIVILEGES") {
+				return true
+			}
+		}
+		return false
+	}
+	var missing []string
+	for _, p := range requiredGlobal {
+		if !has(global, p) {
+			missing = append(missing, p)
+		}
+	}
+	for _, p := range requiredDB {
+		if !has(global, p) && !has(database, p) {
+			missing = append(missing, p)
+		}
+	}
+	sort.Strings(missing)
+	return missing
+}
+
+func (r *Runner) preflight(ctx context.Context) error {
+	db, err := dbconn.Open(ctx, r.cfg.Conn, r.cfg.Database, r.cfg.CopyWorkers+r.cfg.ApplyWorkers+8)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrPreflight, err)
+	}
+	r.db = db
+
+	var v ServerVars
+	if err := db.QueryRowContext(ctx, `SELECT @@version, @@version_comment, @@global.log_bin,
+		@@global.binlog_format, @@global.binlog_row_image, @@session.binlog_format, @@session.binlog_row_image`).
+		Scan(&v.Version, &v.VersionComment, &v.LogBin, &v.Format, &v.RowImage, &v.SessionFormat, &v.SessionImage); err != nil {
+		return fmt.Errorf("%w: read server settings: %v", ErrPreflight, err)
+	}
+	if err := CheckServer(v); err != nil {
+		return err
+	}
+	if err := r.checkPrivileges(ctx); err != nil {
+		return err
+	}
+
+	r.orig, err = schema.Load(ctx, db, r.cfg.Database, r.cfg.Table)
+	if errors.Is(err, schema.ErrNotFound) {
+		return preflightErr("table %s.%s does not exist; check --database and --table", r.cfg.Database, r.cfg.Table)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrPreflight, err)
+	}
+	t := r.orig
+	switch {
+	case !strings.EqualFold(t.Engine, "InnoDB"):
+		return preflightErr("table %s uses the %s engine; sluice migrates InnoDB tables only", t.Name, t.Engine)
+	case len(t.PrimaryKey) == 0:
+		return preflightErr("table %s has no primary key; sluice needs one to copy in ranges and to find changed rows: add one first", t.Name)
+	case t.PKPrefix:
+		return preflightErr("table %s's primary key uses a column prefix; sluice needs whole-column keys", t.Name)
+	case t.ForeignKeys > 0:
+		return preflightErr("table %s has foreign keys (or is referenced by them); sluice does not migrate such tables yet", t.Name)
+	case t.Triggers > 0:
+		return preflightErr("table %s has triggers; sluice does not migrate such tables yet", t.Name)
+	case r.alter.ChangesPrimaryKey:
+		return preflightErr("the ALTER changes the primary key; sluice does not support that yet")
+	}
+	for _, k := range t.PrimaryKey {
+		if r.alter.Dropped[strings.ToLower(k)] {
+			return preflightErr("the ALTER drops primary key column %s; sluice does not support that yet", k)
+		}
+		if _, ok := r.alter.Renames[strings.ToLower(k)]; ok {
+			return preflightErr("the ALTER renames primary key column %s; sluice does not support that yet", k)
+		}
+	}
+	r.key, err = rowkey.NewCols(t.PKColumns())
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrPreflight, err)
+	}
+	for _, name := range []string{r.names.Shadow, r.names.Old} {
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
+			r.cfg.Database, name).Scan(&n); err != nil {
+			return fmt.Errorf("%w: %v", ErrPreflight, err)
+		}
+		if n > 0 {
+			return preflightErr("table %s.%s already exists: another migration of %s is running, or one left it behind; drop it if it is stale",
+				r.cfg.Database, name, t.Name)
+		}
+	}
+	return nil
+}
+
+func (r *Runner) checkPrivileges(ctx context.Context) error {
+	var user string
+	if err := r.db.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&user); err != nil {
+		return fmt.Errorf("%w: %v", ErrPreflight, err)
+	}
+	u, h, _ := strings.Cut(user, "@")
+	grantee := "'" + u + "'@'" + h + "'"
+	read := func(q string, args ...any) ([]string, error) {
+		rows, err := r.db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var p string
+			if err := rows.Scan(&p); err != nil {
+				return nil, err
+			}
+			out = append(out, p)
+		}
+		return out, rows.Err()
+	}
+	global, err := read(`SELECT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES WHERE GRANTEE = ?`, grantee)
+	if err != nil {
+		return fmt.Errorf("%w: read privileges: %v", ErrPreflight, err)
+	}
+	dbPrivs, err := read(`SELECT PRIVILEGE_TYPE FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE = ? AND ? LIKE TABLE_SCHEMA`, grantee, r.cfg.Database)
+	if err != nil {
+		return fmt.Errorf("%w: read privileges: %v", ErrPreflight, err)
+	}
+	if missing := MissingPrivileges(global, dbPrivs); len(missing) > 0 {
+		return preflightErr("user %s lacks %s; GRANT them (replication ones ON *.*, the others ON %s.*)",
+			user, strings.Join(missing, ", "), dbconn.QuoteIdent(r.cfg.Database))
+	}
+	return nil
+}
+
+// createShadow creates the shadow table as a copy of the original and applies
+// the ALTER to it: this is where the server itself judges the ALTER.
+func (r *Runner) createShadow(ctx context.Context) error {
+	shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
+	if _, err := r.db.ExecContext(ctx, "CREATE TABLE "+shadowQ+" LIKE "+r.orig.Quoted()); err != nil {
+		if dbconn.ErrorNumber(err) == dbconn.ErrTableExists {
+			return preflightErr("table %s already exists: another migration of %s is running", r.names.Shadow, r.orig.Name)
+		}
+		return fmt.Errorf("create the shadow table: %w", err)
+	}
+	r.shadowCreated = true
+	if _, err := r.db.ExecContext(ctx, "ALTER TABLE "+shadowQ+" "+r.alter.Clause); err != nil {
+		return preflightErr("the ALTER does not apply to %s: %v", r.orig.Name, err)
+	}
+	var err error
+	r.shadow, err = schema.Load(ctx, r.db, r.cfg.Database, r.names.Shadow)
+	if err != nil {
+		return err
+	}
+	if !sameKey(r.orig.PrimaryKey, r.shadow.PrimaryKey) {
+		return preflightErr("the ALTER changes the primary key (%s -> %s); sluice does not support that yet",
+			strings.Join(r.orig.PrimaryKey, ","), strings.Join(r.shadow.PrimaryKey, ","))
+	}
+	r.mapping = schema.NewMapping(r.orig, r.shadow, func(newName string) (string, bool) {
+		return r.alter.SourceColumn(newName, func(n string) bool { _, ok := r.orig.Column(n); return ok })
+	})
+	r.log.Info("shadow table ready", "table", r.names.Shadow, "columns_copied", len(r.mapping.Pairs))
+	return nil
+}
+
+func sameKey(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !strings.EqualFold(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+

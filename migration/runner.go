@@ -1,0 +1,421 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/apply"
+	"github.com/sluicedb/sluice/internal/binlog"
+	"github.com/sluicedb/sluice/internal/checksum"
+	"github.com/sluicedb/sluice/internal/chunk"
+	"github.com/sluicedb/sluice/internal/copier"
+	"github.com/sluicedb/sluice/internal/cutover"
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/ddl"
+	"github.com/sluicedb/sluice/internal/rowkey"
+	"github.com/sluicedb/sluice/internal/schema"
+)
+
+// Runner runs one migration. Use New, then Run once.
+type Runner struct {
+	cfg Config
+	log *slog.Logger
+
+	db      *sql.DB
+	alter   *ddl.Alter
+	orig    *schema.Table
+	shadow  *schema.Table
+	names   schema.Names
+	key     rowkey.Cols
+	mapping *schema.Mapping
+
+	sched    *apply.Scheduler
+	applier  *apply.Applier
+	streamer *binlog.Streamer
+	copier   *copier.Copier
+
+	shadowCreated bool
+	swapped       atomic.Bool
+	phase         atomic.Value // string
+	res           Result
+}
+
+// New validates cfg and returns a Runner. It does not touch the server.
+func New(cfg Config) (*Runner, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	alter, err := ddl.Parse(cfg.Alter)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{cfg: cfg, log: cfg.Logger, alter: alter, names: schema.NamesFor(cfg.Table), sched: apply.NewScheduler()}
+	r.phase.Store("new")
+	return r, nil
+}
+
+// Run performs the migration. On any error, or when ctx is cancelled, the
+// original table is left as it was, no lock is held, and the shadow table is
+// dropped; the returned error says why.
+func (r *Runner) Run(ctx context.Context) (res Result, err error) {
+	start := time.Now()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer func() {
+		if cerr := r.teardown(ctx, err); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		r.res.Total = time.Since(start)
+		res = r.res
+	}()
+
+	for _, p := range []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"preflight", r.preflight},
+		{"shadow", r.createShadow},
+		{"capture", func(ctx context.Context) error { return r.startCapture(ctx, cancel) }},
+		{"copy", r.copyRows},
+		{"catch-up", r.catchUp},
+		{"checksum", r.checksum},
+		{"cut-over", r.cutover},
+	} {
+		if err := r.runPhase(ctx, p.name, p.fn); err != nil {
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				return r.res, cause
+			}
+			return r.res, err
+		}
+	}
+	return r.res, nil
+}
+
+func (r *Runner) runPhase(ctx context.Context, name string, fn func(context.Context) error) error {
+	r.phase.Store(name)
+	t := time.Now()
+	r.log.Info("phase start", "phase", name)
+	err := fn(ctx)
+	d := time.Since(t)
+	r.res.Phases = append(r.res.Phases, PhaseTime{Name: name, Duration: d})
+	if err != nil {
+		return err
+	}
+	r.log.Info("phase done", "phase", name, "took", d.Round(time.Millisecond))
+	return nil
+}
+
+// Phase returns the name of the running phase.
+func (r *Runner) Phase() string { return r.phase.Load().(string) }
+
+// teardown stops background work and, unless the swap happened, drops the
+// shadow table. It runs even when ctx is done.
+func (r *Runner) teardown(ctx context.Context, runErr error) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer cancel()
+	if r.streamer != nil {
+		r.streamer.Close()
+	}
+	var errs []error
+	if r.shadowCreated && !r.swapped.Load() && r.db != nil {
+		if _, err := r.db.ExecContext(cctx, "DROP TABLE IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)); err != nil {
+			errs = append(errs, fmt.Errorf("drop the shadow table %s: %w (drop it by hand)", r.names.Shadow, err))
+		} else if runErr != nil {
+			r.log.Info("dropped the shadow table", "table", r.names.Shadow)
+		}
+	}
+	if r.db != nil {
+		r.db.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// startCapture reads the binlog position, then starts reading changes from it
+// and applying them (held until the copy is done), and watches both for
+// errors, which cancel the run.
+func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFunc) error {
+	pos, err := binlog.CurrentPosition(ctx, r.db)
+	if err != nil {
+		return err
+	}
+	r.streamer, err = binlog.Start(ctx, binlog.Config{
+		Conn: r.cfg.Conn, Database: r.cfg.Database, Table: r.cfg.Table,
+		Columns: len(r.orig.Columns), Key: r.key, Sink: r.sched, Logger: r.log,
+	}, pos)
+	if err != nil {
+		return err
+	}
+	r.log.Info("reading changes from the binlog", "position", pos.String())
+	r.applier, err = apply.New(apply.Config{DB: r.db, Mapping: r.mapping, Key: r.key, Workers: r.cfg.ApplyWorkers}, r.sched)
+	if err != nil {
+		return err
+	}
+	r.sched.Hold(true) // keys wait until their rows are copied
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := r.applier.Run(ctx); err != nil && !r.swapped.Load() {
+			if errors.Is(err, apply.ErrDuplicate) {
+				err = fmt.Errorf("a change during the copy made two rows collide under a unique key of the new table, so the migration stops (no row was dropped): %w", err)
+			}
+			cancel(err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := r.streamer.Err(); err != nil && !r.swapped.Load() {
+					cancel(err)
+					return
+				}
+			}
+		}
+	}()
+	go r.reportProgress(ctx)
+	return nil
+}
+
+func (r *Runner) copyRows(ctx context.Context) error {
+	var err error
+	r.copier, err = copier.New(copier.Config{
+		DB: r.db, Mapping: r.mapping, Key: r.key, Workers: r.cfg.CopyWorkers,
+		Chunk: chunk.Config{Target: r.cfg.ChunkTime},
+	})
+	if err != nil {
+		return err
+	}
+	err = r.copier.Run(ctx)
+	r.res.RowsCopied = r.copier.Rows()
+	if errors.Is(err, copier.ErrDuplicate) {
+		return fmt.Errorf("the original table holds rows that collide under a unique key of the new table, so the migration stops (no row was dropped): %w", err)
+	}
+	return err
+}
+
+// catchUp releases the changes held during the copy and waits until the
+// backlog is small.
+func (r *Runner) catchUp(ctx context.Context) error {
+	r.sched.Hold(false)
+	return r.waitBacklog(ctx, 1000)
+}
+
+// waitBacklog waits until the binlog is read up to the current end and at
+// most limit keys wait to be applied.
+func (r *Runner) waitBacklog(ctx context.Context, limit int) error {
+	pos, err := binlog.CurrentPosition(ctx, r.db)
+	if err != nil {
+		return err
+	}
+	if err := r.streamer.WaitFor(ctx, pos); err != nil {
+		return err
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for r.sched.Backlog() > limit {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// pauseApply holds the scheduler and waits for batches in flight to finish.
+func (r *Runner) pauseApply(ctx context.Context) error {
+	r.sched.Hold(true)
+	for r.sched.InFlight() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// drainLocked, on a connection holding locks that stop all writes to the
+// original, reads the binlog end, waits until the streamer has seen it, and
+// applies every pending key on that connection. Past maxWait it gives up with
+// cutover.ErrRetry so the lock is released.
+func (r *Runner) drainLocked(ctx context.Context, conn *sql.Conn, maxWait time.Duration) error {
+	pos, err := binlog.CurrentPosition(ctx, conn)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, maxWait)
+	defer cancel()
+	if err := r.streamer.WaitFor(wctx, pos); err != nil {
+		if ctx.Err() == nil && wctx.Err() != nil {
+			return fmt.Errorf("%w: binlog not read up to %s within %s", cutover.ErrRetry, pos, maxWait)
+		}
+		return err
+	}
+	if err := r.applier.ApplyLocked(ctx, conn); err != nil {
+		if errors.Is(err, apply.ErrDuplicate) {
+			return fmt.Errorf("a change made two rows collide under a unique key of the new table, so the migration stops (no row was dropped): %w", err)
+		}
+		return err
+	}
+	return nil
+}
+
+func (r *Runner) policy() cutover.Policy {
+	return cutover.Policy{Timeout: r.cfg.CutoverLockTimeout, Attempts: r.cfg.CutoverAttempts}
+}
+
+// checksum drains every change under a brief read lock on the original,
+// opens consistent snapshots on several connections at that instant, releases
+// the lock, and compares the tables in those snapshots while the application
+// and the apply workers go on.
+func (r *Runner) checksum(ctx context.Context) error {
+	if err := r.waitBacklog(ctx, 1000); err != nil {
+		return err
+	}
+	n := r.cfg.CopyWorkers + 1
+	conns := make([]*sql.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+			c.Close()
+		}
+	}()
+	for i := 0; i < n; i++ {
+		c, err := r.db.Conn(ctx)
+		if err != nil {
+			return fmt.Errorf("checksum: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	spec := r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " WRITE"
+	hooks := cutover.Hooks{Before: r.pauseApply, After: func() { r.sched.Hold(false) }}
+	err := cutover.WithLock(ctx, r.db, spec, r.policy(), r.log, hooks, func(ctx context.Context, lock *sql.Conn) error {
+		if err := r.drainLocked(ctx, lock, time.Second); err != nil {
+			return err
+		}
+		for _, c := range conns {
+			if _, err := c.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
+				return fmt.Errorf("checksum: open snapshot: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	res, err := checksum.Compare(ctx, conns, checksum.Config{Mapping: r.mapping, Key: r.key})
+	r.res.ChecksumRows, r.res.ChecksumChunks, r.res.ChecksumSkipped = res.Rows, res.Chunks, res.Skipped
+	if err != nil {
+		return fmt.Errorf("the shadow table does not match the original, so there is no cut-over: %w", err)
+	}
+	if len(res.Skipped) > 0 {
+		r.log.Info("checksum left out columns whose type change alters their stored text", "columns", strings.Join(res.Skipped, ","))
+	}
+	r.log.Info("checksum matches", "rows", res.Rows, "chunks", res.Chunks)
+	return nil
+}
+
+// cutover swaps the tables: under LOCK TABLES on both, it drains the last
+// changes and renames original -> old and shadow -> original, then unlocks.
+func (r *Runner) cutover(ctx context.Context) error {
+	shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
+	oldQ := dbconn.QuoteTable(r.cfg.Database, r.names.Old)
+	spec := r.orig.Quoted() + " WRITE, " + shadowQ + " WRITE"
+	hooks := cutover.Hooks{
+		Before: func(ctx context.Context) error {
+			if err := r.waitBacklog(ctx, 200); err != nil {
+				return err
+			}
+			return r.pauseApply(ctx)
+		},
+		After: func() { r.sched.Hold(false) },
+	}
+	err := cutover.WithLock(ctx, r.db, spec, r.policy(), r.log, hooks, func(ctx context.Context, lock *sql.Conn) error {
+		start := time.Now()
+		err := r.drainLocked(ctx, lock, time.Second)
+		if err == nil {
+			_, err = lock.ExecContext(ctx, "RENAME TABLE "+r.orig.Quoted()+" TO "+oldQ+", "+shadowQ+" TO "+r.orig.Quoted())
+			if err != nil && r.renamed(ctx) {
+				err = nil // the rename committed; only its reply was lost
+			}
+		}
+		if err == nil {
+			r.swapped.Store(true)
+			r.res.CutoverLock = time.Since(start)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cut-over: %w", err)
+	}
+	r.log.Info("tables swapped", "lock_held", r.res.CutoverLock.Round(time.Millisecond), "old_table", r.names.Old)
+	r.res.OldTable = r.names.Old
+	r.res.KeysApplied = r.applier.Applied()
+	if r.cfg.DropOld {
+		if _, err := r.db.ExecContext(ctx, "DROP TABLE "+oldQ); err != nil {
+			return fmt.Errorf("the migration is done but dropping %s failed (drop it by hand): %w", r.names.Old, err)
+		}
+		r.res.OldTable = ""
+	}
+	return nil
+}
+
+// renamed reports whether the swap is visible: the old name exists and the
+// shadow name does not.
+func (r *Runner) renamed(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var n int
+	err := r.db.QueryRowContext(cctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?
+		AND TABLE_NAME IN (?, ?)`, r.cfg.Database, r.names.Old, r.names.Shadow).Scan(&n)
+	if err != nil || n != 1 {
+		return false
+	}
+	var old int
+	err = r.db.QueryRowContext(cctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
+		r.cfg.Database, r.names.Old).Scan(&old)
+	return err == nil && old == 1
+}
+
+func (r *Runner) reportProgress(ctx context.Context) {
+	t := time.NewTicker(r.cfg.ProgressInterval)
+	defer t.Stop()
+	start := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if r.swapped.Load() {
+			return
+		}
+		attrs := []any{"phase", r.Phase(), "elapsed", time.Since(start).Round(time.Second)}
+		if c := r.copier; c != nil {
+			copied, est := c.Rows(), max(r.orig.EstimatedRows, 1)
+			pct := min(100, float64(copied)*100/float64(est))
+			attrs = append(attrs, "copied", copied, "estimated", est, "pct", fmt.Sprintf("%.1f", pct), "chunk", c.ChunkSize())
+			if r.Phase() == "copy" && copied > 0 {
+				el := time.Since(start)
+				eta := time.Duration(float64(el) * float64(max(est-copied, 0)) / float64(copied))
+				attrs = append(attrs, "eta", eta.Round(time.Second))
+			}
+		}
+		attrs = append(attrs, "backlog", r.sched.Backlog(), "applied", r.applier.Applied(), "binlog_lag", r.streamer.Lag())
+		r.log.Info("progress", attrs...)
+	}
+}

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# sandbox.sh: a local MySQL 9.7 server for sluice's tests, demo and benchmarks.
+#
+#   scripts/sandbox.sh up       install (once, cached) and start the server; print its settings
+#   scripts/sandbox.sh down     stop the server (the datadir is kept)
+#   scripts/sandbox.sh reset    stop the server and delete its datadir
+#   scripts/sandbox.sh status   say whether it runs
+#   scripts/sandbox.sh env      print the export line for SLUICE_TEST_DSN
+#
+# MySQL 9.7 ships in Debian unstable, which needs a newer glibc than Debian 12,
+# so the server runs inside a debootstrap chroot kept in $SLUICE_SANDBOX_ROOT.
+# Every step is idempotent: run "up" as often as you like. Needs root.
+set -euo pipefail
+
+ROOT=${SLUICE_SANDBOX_ROOT:-/var/cache/sluice/sandbox}
+CHROOT=$ROOT/sid
+PORT=${SLUICE_SANDBOX_PORT:-13307}
+DATADIR=/var/lib/sluice-mysql          # inside the chroot
+RUNDIR=/run/sluice-mysql               # inside the chroot
+MIRROR=${SLUICE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+BUFFER_POOL=${SLUICE_SANDBOX_BUFFER_POOL:-2G}
+
+log() { echo "sandbox: $*" >&2; }
+die() { echo "sandbox: $*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (it installs packages and a chroot)"
+
+in_chroot() { chroot "$CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root "$@"; }
+
+apt_install_host() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing host packages: ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+provision() {
+  apt_install_host debootstrap
+  if [ ! -x "$CHROOT/usr/sbin/mysqld" ]; then
+    log "building the MySQL chroot in $CHROOT (once; about a minute)"
+    rm -rf "$CHROOT.partial"
+    mkdir -p "$ROOT"
+    debootstrap --variant=minbase --include=mysql-server-core,mysql-client \
+      sid "$CHROOT.partial" "$MIRROR" >"$ROOT/debootstrap.log" 2>&1 \
+      || die "debootstrap failed; see $ROOT/debootstrap.log"
+    rm -rf "$CHROOT"
+    mv "$CHROOT.partial" "$CHROOT"
+  fi
+}
+
+mount_proc() {
+  mountpoint -q "$CHROOT/proc" || mount -t proc proc "$CHROOT/proc"
+  mkdir -p "$CHROOT/dev/shm"
+}
+
+write_config() {
+  mkdir -p "$CHROOT/etc/sluice"
+  cat >"$CHROOT/etc/sluice/my.cnf" <<CNF
+[mysqld]
+user=root
+port=$PORT
+bind-address=127.0.0.1
+mysqlx=OFF
+datadir=$DATADIR
+socket=$RUNDIR/mysqld.sock
+pid-file=$RUNDIR/mysqld.pid
+log-error=$DATADIR/error.log
+secure-file-priv=
+server-id=1
+log-bin=binlog
+binlog_format=ROW
+binlog_row_image=FULL
+gtid_mode=ON
+enforce_gtid_consistency=ON
+binlog_expire_logs_seconds=86400
+innodb_buffer_pool_size=$BUFFER_POOL
+innodb_redo_log_capacity=1G
+innodb_flush_log_at_trx_commit=1
+sync_binlog=1
+max_connections=500
+skip-name-resolve
+CNF
+}
+
+running() {
+  [ -f "$CHROOT$RUNDIR/mysqld.pid" ] && kill -0 "$(cat "$CHROOT$RUNDIR/mysqld.pid")" 2>/dev/null
+}
+
+mysql_root() { in_chroot mysql --no-defaults -uroot --socket="$RUNDIR/mysqld.sock" "$@"; }
+
+up() {
+  provision
+  mount_proc
+  write_config
+  mkdir -p "$CHROOT$RUNDIR"
+  if [ ! -d "$CHROOT$DATADIR/mysql" ]; then
+    log "initialising the datadir"
+    rm -rf "$CHROOT$DATADIR"
+    mkdir -p "$CHROOT$DATADIR"
+    in_chroot mysqld --defaults-file=/etc/sluice/my.cnf --initialize-insecure --user=root \
+      || die "mysqld --initialize failed; see $CHROOT$DATADIR/error.log"
+  fi
+  if ! running; then
+    log "starting mysqld on 127.0.0.1:$PORT"
+    chroot "$CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin \
+      setsid mysqld --defaults-file=/etc/sluice/my.cnf </dev/null >/dev/null 2>&1 &
+    for _ in $(seq 1 120); do
+      mysql_root -e 'SELECT 1' >/dev/null 2>&1 && break
+      sleep 0.5
+    done
+    mysql_root -e 'SELECT 1' >/dev/null 2>&1 || die "mysqld did not start; see $CHROOT$DATADIR/error.log"
+  fi
+  # The sandbox's own accounts: root over TCP without a password (sandbox only),
+  # and a password account for tests of password handling.
+  mysql_root -e "CREATE USER IF NOT EXISTS 'sluice'@'127.0.0.1' IDENTIFIED BY 'sluice-sandbox';
+    GRANT ALL ON *.* TO 'sluice'@'127.0.0.1' WITH GRANT OPTION;
+    CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
+    GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;"
+  env_line
+}
+
+env_line() {
+  echo "export SLUICE_TEST_DSN='root@tcp(127.0.0.1:$PORT)/'"
+}
+
+down() {
+  if running; then
+    log "stopping mysqld"
+    kill "$(cat "$CHROOT$RUNDIR/mysqld.pid")"
+    for _ in $(seq 1 120); do running || break; sleep 0.5; done
+  fi
+  mountpoint -q "$CHROOT/proc" && umount "$CHROOT/proc" || true
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  reset) down; rm -rf "$CHROOT$DATADIR"; log "datadir removed" ;;
+  status) if running; then echo "running on 127.0.0.1:$PORT"; else echo "stopped"; exit 3; fi ;;
+  env) env_line ;;
+  mysql) shift; mysql_root "$@" ;;
+  *) echo "usage: $0 up|down|reset|status|env|mysql [args]" >&2; exit 2 ;;
+esac
