@@ -45,6 +45,9 @@ type Config struct {
 	ProgressInterval time.Duration
 	// Logger receives progress and phase messages (default: discarded).
 	Logger *slog.Logger
+	// OnPhase, if set, is called synchronously as each phase starts, with its
+	// name (preflight, shadow, capture, copy, catch-up, checksum, cut-over).
+	OnPhase func(name string)
 }
 
 // ErrConfig wraps every configuration error.

@@ -100,6 +100,9 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 
 func (r *Runner) runPhase(ctx context.Context, name string, fn func(context.Context) error) error {
 	r.phase.Store(name)
+	if r.cfg.OnPhase != nil {
+		r.cfg.OnPhase(name)
+	}
 	t := time.Now()
 	r.log.Info("phase start", "phase", name)
 	err := fn(ctx)

@@ -1,0 +1,147 @@
+// Package testdb gives tests an isolated database on the server named by
+// SLUICE_TEST_DSN (see scripts/sandbox.sh). Each call to New creates a fresh
+// database and drops it when the test ends.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+)
+
+// Env is the variable that holds the test server's DSN.
+const Env = "SLUICE_TEST_DSN"
+
+// DB is an isolated test database.
+type DB struct {
+	*sql.DB
+	Name string
+	Server dbconn.Config
+}
+
+// Config returns the server's connection settings. Without SLUICE_TEST_DSN
+// the test is skipped, or fails under CI, where a server must be there.
+func Config(t testing.TB) dbconn.Config {
+	t.Helper()
+	dsn := os.Getenv(Env)
+	if dsn == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not set: run the tests with 'make test', which starts the sandbox server", Env)
+		}
+		t.Skipf("%s is not set: run 'make test' to start a sandbox server", Env)
+	}
+	c, _, err := dbconn.ParseDSN(dsn)
+	if err != nil {
+		t.Fatalf("%s: %v", Env, err)
+	}
+	return c
+}
+
+var unsafe = regexp.MustCompile(`[^a-z0-9_]`)
+
+// New creates a database for this test and returns a pool on it.
+func New(t testing.TB) *DB {
+	t.Helper()
+	c := Config(t)
+	ctx := context.Background()
+	b := make([]byte, 4)
+	rand.Read(b)
+	name := unsafe.ReplaceAllString(strings.ToLower(t.Name()), "_")
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	name = "t_" + name + "_" + hex.EncodeToString(b)
+	admin, err := dbconn.Open(ctx, c, "", 2)
+	if err != nil {
+		t.Fatalf("connect to the test server: %v", err)
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+dbconn.QuoteIdent(name)); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	db, err := dbconn.Open(ctx, c, name, 64)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		db.Close()
+		if os.Getenv("SLUICE_KEEP_TEST_DB") != "" {
+			return
+		}
+		if a, err := dbconn.Open(context.Background(), c, "", 1); err == nil {
+			a.Exec("DROP DATABASE IF EXISTS " + dbconn.QuoteIdent(name))
+			a.Close()
+		}
+	})
+	return &DB{DB: db, Name: name, Server: c}
+}
+
+// Exec runs statements, failing the test on the first error.
+func (d *DB) MustExec(t testing.TB, stmts ...string) {
+	t.Helper()
+	for _, s := range stmts {
+		if _, err := d.Exec(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// Tables lists the database's tables.
+func (d *DB) Tables(t testing.TB) []string {
+	t.Helper()
+	rows, err := d.Query("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? ORDER BY TABLE_NAME", d.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		out = append(out, n)
+	}
+	return out
+}
+
+// Dump returns every row of table as text, ordered by orderBy, with the
+// listed columns (all when cols is "*"), read with session time zone UTC.
+func (d *DB) Dump(t testing.TB, table, cols, orderBy string) [][]string {
+	t.Helper()
+	rows, err := d.Query("SELECT " + cols + " FROM " + dbconn.QuoteIdent(table) + " ORDER BY " + orderBy)
+	if err != nil {
+		t.Fatalf("dump %s: %v", table, err)
+	}
+	defer rows.Close()
+	n, _ := rows.Columns()
+	var out [][]string
+	for rows.Next() {
+		raw := make([]sql.RawBytes, len(n))
+		ptrs := make([]any, len(n))
+		for i := range raw {
+			ptrs[i] = &raw[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		row := make([]string, len(raw))
+		for i, v := range raw {
+			if v == nil {
+				row[i] = "NULL"
+			} else {
+				row[i] = "'" + string(v) + "'"
+			}
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

@@ -1,0 +1,358 @@
+package migration_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/testdb"
+	"github.com/sluicedb/sluice/migration"
+)
+
+func logger(t *testing.T) *slog.Logger {
+	if os.Getenv("SLUICE_TEST_VERBOSE") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return nil
+}
+
+func config(t *testing.T, db *testdb.DB, table, alter string) migration.Config {
+	return migration.Config{
+		Conn: db.Server, Database: db.Name, Table: table, Alter: alter,
+		ChunkTime: 20 * time.Millisecond, Logger: logger(t), ProgressInterval: time.Second,
+	}
+}
+
+// runWithWriters migrates while the workload writes, then checks the table
+// against the replayed model.
+func runWithWriters(t *testing.T, db *testdb.DB, w *workload, rows int64, alter, compareCols, orderBy string) migration.Result {
+	t.Helper()
+	ref := "model_ref"
+	db.MustExec(t, "CREATE TABLE "+ref+" LIKE "+w.table)
+	w.load(t, db, ref, rows)
+
+	stop := make(chan struct{})
+	wait := w.run(t, db, stop)
+	time.Sleep(100 * time.Millisecond) // writes before the migration starts, too
+	cfg := config(t, db, w.table, alter)
+	r, err := migration.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := w.ops.Load()
+	res, err := r.Run(context.Background())
+	during := w.ops.Load() - before
+	time.Sleep(100 * time.Millisecond) // and after the swap
+	close(stop)
+	wait()
+	if err != nil {
+		t.Fatalf("migration failed: %v", err)
+	}
+	if during < 50 {
+		t.Errorf("only %d writes happened during the migration; the test proves little", during)
+	}
+	if res.KeysApplied == 0 {
+		t.Errorf("no binlog change was applied: %+v", res)
+	}
+	t.Logf("rows copied %d, writes during migration %d, keys applied %d, checksum rows %d, lock %s",
+		res.RowsCopied, during, res.KeysApplied, res.ChecksumRows, res.CutoverLock)
+	w.replay(t, db, ref)
+	compare(t, db, w.table, ref, compareCols, orderBy)
+	want := []string{"_" + w.table + "_old", w.table, ref}
+	slices.Sort(want)
+	if tables := db.Tables(t); !slices.Equal(tables, want) {
+		t.Errorf("tables after the migration: %v", tables)
+	}
+	return res
+}
+
+func TestConcurrentWritersIntegerKey(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, `CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, k INT NOT NULL DEFAULT 0,
+		c CHAR(120) NOT NULL DEFAULT '', pad VARCHAR(60), KEY k_1 (k))`)
+	w := &workload{
+		table: "t", pk: []string{"id"}, writers: 8,
+		key:  func(n int64) []any { return []any{n + 1} },
+		cols: []string{"k", "c", "pad"},
+		gen: func(r *rand.Rand, n int64) []any {
+			return []any{r.IntN(1000), fmt.Sprintf("c-%d-%d", n, r.IntN(1e6)), nil}
+		},
+		update: []func(r *rand.Rand) (string, []any){
+			func(r *rand.Rand) (string, []any) { return "k = k + 1", nil },
+			func(r *rand.Rand) (string, []any) { return "c = ?", []any{fmt.Sprint(r.Int())} },
+			func(r *rand.Rand) (string, []any) { return "pad = ?", []any{strings.Repeat("p", r.IntN(60))} },
+		},
+	}
+	runWithWriters(t, db, w, 40000, "MODIFY COLUMN k BIGINT NOT NULL DEFAULT 0, ADD COLUMN extra INT DEFAULT 7",
+		"id, k, c, pad", "id")
+	var extra int
+	if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE extra <> 7").Scan(&extra); err != nil || extra != 0 {
+		t.Errorf("added column: %d rows without the default (%v)", extra, err)
+	}
+}
+
+func TestConcurrentWritersColumnTypes(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, `CREATE TABLE typed (
+		id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+		i8 TINYINT, u8 TINYINT UNSIGNED, i64 BIGINT, u64 BIGINT UNSIGNED,
+		dec_ DECIMAL(65,30), f FLOAT, dbl DOUBLE,
+		dt DATE, dtm DATETIME(6), ts TIMESTAMP(6) NULL DEFAULT NULL,
+		j JSON, b BLOB, tx TEXT,
+		u4 VARCHAR(40) CHARACTER SET utf8mb4, l1 VARCHAR(40) CHARACTER SET latin1,
+		e ENUM('a','b','c'), st SET('x','y','z'), bt BIT(10), bin BINARY(4),
+		gv INT AS (i8 + 1) VIRTUAL,
+		gs VARCHAR(60) AS (CONCAT(u4, '!')) STORED)`)
+	pick := func(r *rand.Rand, vals ...any) any { return vals[r.IntN(len(vals))] }
+	w := &workload{
+		table: "typed", pk: []string{"id"}, writers: 6,
+		zones: []string{"+05:30", "-08:00", "+00:00", "Europe/Berlin"[0:0] + "+13:00"},
+		// Keys above 2^63 exercise unsigned handling of binlog key values.
+		key:  func(n int64) []any { return []any{uint64(math.MaxUint64) - uint64(n)} },
+		cols: []string{"i8", "u8", "i64", "u64", "dec_", "f", "dbl", "dt", "dtm", "ts", "j", "b", "tx", "u4", "l1", "e", "st", "bt", "bin"},
+		gen: func(r *rand.Rand, n int64) []any {
+			return []any{
+				pick(r, -128, 127, 0, nil), pick(r, 0, 255, nil),
+				pick(r, int64(math.MinInt64), int64(math.MaxInt64), nil), pick(r, uint64(math.MaxUint64), uint64(0), uint64(1)<<63),
+				pick(r, "99999999999999999999999999999999999.999999999999999999999999999999", "-99999999999999999999999999999999999.999999999999999999999999999999", "0.000000000000000000000000000001", nil),
+				pick(r, 3.25, -1e10, nil), pick(r, 1.7976931348623157e308, -2.2250738585072014e-308, 0.1, nil),
+				pick(r, "1000-01-01", "9999-12-31", "2024-02-29", nil),
+				pick(r, "1000-01-01 00:00:00.000000", "9999-12-31 23:59:59.999999", "2024-03-31 02:30:00.123456", nil),
+				pick(r, "1970-01-02 00:00:00.000001", "2038-01-18 03:14:07.999999", "2024-03-31 02:30:00.5", nil),
+				pick(r, `{"a": 1, "s": "x😀"}`, `[1, 2.5, null, true, "ü"]`, `{"deep": {"k": [1, {"z": "漢字"}]}}`, nil),
+				pick(r, []byte{0, 1, 2, 0}, []byte(strings.Repeat("\xff\x00", 500)), []byte{}, nil),
+				pick(r, strings.Repeat("text ", 300), "", "𝄞 clef", nil),
+				pick(r, "😀漢字ü", "plain", "", nil), pick(r, "café", "naïve façade", nil),
+				pick(r, "a", "c", nil), pick(r, "x,z", "", "y", nil), pick(r, 682, 1023, 0, nil),
+				pick(r, []byte("ab\x00\x00"), []byte{0, 0, 0, 0}, []byte("\x00a\x00"), nil),
+			}
+		},
+		update: []func(r *rand.Rand) (string, []any){
+			func(r *rand.Rand) (string, []any) {
+				return "j = JSON_SET(COALESCE(j, '{}'), '$.n', ?, '$.s', ?)", []any{r.IntN(1000), "ü😀" + fmt.Sprint(r.IntN(9))}
+			},
+			func(r *rand.Rand) (string, []any) {
+				return "ts = ?, dtm = ?", []any{"2021-06-0" + fmt.Sprint(1+r.IntN(9)) + " 12:00:00.25", "2001-01-01 00:00:00.000001"}
+			},
+			func(r *rand.Rand) (string, []any) { return "u4 = ?, l1 = ?", []any{"ü" + fmt.Sprint(r.Int()), "é" + fmt.Sprint(r.IntN(99))} },
+			func(r *rand.Rand) (string, []any) { return "b = ?, bin = ?", []any{[]byte{0, byte(r.IntN(255)), 0}, []byte{byte(r.IntN(255)), 0}} },
+			func(r *rand.Rand) (string, []any) { return "i8 = ?, u64 = ?, dec_ = ?", []any{r.IntN(200) - 100, uint64(r.Uint64()), "-1.5"} },
+			func(r *rand.Rand) (string, []any) { return "e = ?, st = ?, bt = ?", []any{"b", "x,y,z", r.IntN(1024)} },
+			func(r *rand.Rand) (string, []any) { return "tx = NULL, f = NULL", nil },
+		},
+	}
+	cols := "id, i8, u8, i64, u64, dec_, f, dbl, dt, dtm, ts, j, HEX(b), tx, HEX(u4), HEX(l1), e, st, bt+0, HEX(bin), gv, gs"
+	runWithWriters(t, db, w, 20000, "ADD COLUMN note VARCHAR(10) NOT NULL DEFAULT 'n', ADD INDEX by_dt (dt)", cols, "id")
+}
+
+func TestConcurrentWritersCompositeKey(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, `CREATE TABLE comp (a INT NOT NULL, b VARCHAR(40) CHARACTER SET latin1 NOT NULL,
+		v INT, PRIMARY KEY (a, b))`)
+	w := &workload{
+		table: "comp", pk: []string{"a", "b"}, writers: 6,
+		key:  func(n int64) []any { return []any{n % 13, fmt.Sprintf("café-%07d", n)} },
+		cols: []string{"v"},
+		gen:  func(r *rand.Rand, n int64) []any { return []any{r.IntN(1e6)} },
+		update: []func(r *rand.Rand) (string, []any){
+			func(r *rand.Rand) (string, []any) { return "v = ?", []any{r.IntN(1e6)} },
+		},
+	}
+	runWithWriters(t, db, w, 30000, "ADD COLUMN w INT NOT NULL DEFAULT 0", "a, HEX(b), v", "a, b")
+}
+
+func TestConcurrentWritersStringKeys(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, `CREATE TABLE s (k VARCHAR(50) CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_ai_ci NOT NULL,
+		bk BINARY(6) NOT NULL, v VARCHAR(20), PRIMARY KEY (k, bk))`)
+	w := &workload{
+		table: "s", pk: []string{"k", "bk"}, writers: 6,
+		// Binary key parts end in zero bytes; string parts hold 4-byte characters.
+		key: func(n int64) []any {
+			return []any{fmt.Sprintf("Ключ😀-%07d", n), []byte{byte(n >> 16), byte(n >> 8), byte(n), 0, 0, 0}}
+		},
+		cols: []string{"v"},
+		gen:  func(r *rand.Rand, n int64) []any { return []any{fmt.Sprint(r.IntN(1e6))} },
+		update: []func(r *rand.Rand) (string, []any){
+			func(r *rand.Rand) (string, []any) { return "v = ?", []any{fmt.Sprint(r.Int())} },
+		},
+	}
+	runWithWriters(t, db, w, 30000, "MODIFY v VARCHAR(40)", "HEX(k), HEX(bk), v", "k, bk")
+}
+
+// snapshot returns every row of table as text, to show a table is unchanged.
+func snapshot(t *testing.T, db *testdb.DB, table string) string {
+	return fmt.Sprint(db.Dump(t, table, "*", "1"))
+}
+
+func TestUniqueKeyOverExistingDuplicatesFails(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE u (id INT PRIMARY KEY, email VARCHAR(50))")
+	for i := 0; i < 5000; i++ {
+		db.MustExec(t, fmt.Sprintf("INSERT INTO u VALUES (%d, 'user%d@x')", i, i))
+	}
+	db.MustExec(t, "INSERT INTO u VALUES (9999, 'user17@x')") // a duplicate email
+	before := snapshot(t, db, "u")
+	r, err := migration.New(config(t, db, "u", "ADD UNIQUE KEY uk_email (email)"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "collide under a unique key") {
+		t.Fatalf("want a duplicate-key failure, got %v", err)
+	}
+	if !strings.Contains(err.Error(), "user17@x") {
+		t.Errorf("the error should name the duplicate value: %v", err)
+	}
+	if after := snapshot(t, db, "u"); after != before {
+		t.Error("the original table changed")
+	}
+	if tables := db.Tables(t); !slices.Equal(tables, []string{"u"}) {
+		t.Errorf("leftovers: %v", tables)
+	}
+}
+
+func TestUniqueKeyDuplicateArrivingThroughBinlogFails(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE u (id INT PRIMARY KEY, email VARCHAR(50))")
+	for i := 1; i <= 20000; i += 1000 {
+		db.MustExec(t, fmt.Sprintf(`INSERT INTO u SELECT n, CONCAT('user', n, '@x') FROM (WITH RECURSIVE s(n) AS
+			(SELECT %d UNION ALL SELECT n + 1 FROM s WHERE n < %d) SELECT n FROM s) x`, i, i+999))
+	}
+	cfg := config(t, db, "u", "ADD UNIQUE KEY uk_email (email)")
+	var inserted bool
+	cfg.OnPhase = func(name string) {
+		// After the copy, the duplicate can only arrive through the binlog.
+		if name == "catch-up" {
+			db.MustExec(t, "INSERT INTO u VALUES (50000, 'user42@x')")
+			inserted = true
+		}
+	}
+	r, err := migration.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(context.Background())
+	if !inserted {
+		t.Fatal("the duplicate was never inserted")
+	}
+	if err == nil || !strings.Contains(err.Error(), "collide under a unique key") {
+		t.Fatalf("want a duplicate-key failure, got %v (result %+v)", err, res)
+	}
+	var n int
+	db.QueryRow("SELECT COUNT(*) FROM u").Scan(&n)
+	if n != 20001 {
+		t.Errorf("the original table has %d rows, want 20001", n)
+	}
+	if tables := db.Tables(t); !slices.Equal(tables, []string{"u"}) {
+		t.Errorf("leftovers: %v", tables)
+	}
+}
+
+func TestPreflightRefusals(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE ok (id INT PRIMARY KEY, v INT)",
+		"CREATE TABLE nopk (v INT)",
+		"CREATE TABLE parent (id INT PRIMARY KEY)",
+		"CREATE TABLE child (id INT PRIMARY KEY, p INT, FOREIGN KEY (p) REFERENCES parent (id))",
+		"CREATE TABLE trig (id INT PRIMARY KEY, v INT)",
+		"CREATE TRIGGER trig_bi BEFORE INSERT ON trig FOR EACH ROW SET NEW.v = 1",
+		"CREATE TABLE fk (f DOUBLE PRIMARY KEY)")
+	cases := []struct {
+		table, alter, want string
+		params           map[string]string
+	}{
+		{table: "missing", alter: "ADD COLUMN x INT", want: "does not exist"},
+		{table: "nopk", alter: "ADD COLUMN x INT", want: "no primary key"},
+		{table: "child", alter: "ADD COLUMN x INT", want: "foreign keys"},
+		{table: "trig", alter: "ADD COLUMN x INT", want: "triggers"},
+		{table: "fk", alter: "ADD COLUMN x INT", want: "cannot compare exactly"},
+		{table: "ok", alter: "ADD COLUMN x INT NOT NULL DEFAULT 'abc'", want: "does not apply"},
+		{table: "ok", alter: "ADD COLUMN v INT", want: "does not apply"},
+		{table: "ok", alter: "DROP PRIMARY KEY", want: "primary key"},
+		{table: "ok", alter: "ADD COLUMN x INT", want: "binlog_format=STATEMENT", params: map[string]string{"binlog_format": "'STATEMENT'"}},
+	}
+	for _, c := range cases {
+		t.Run(c.table+"/"+c.alter, func(t *testing.T) {
+			cfg := config(t, db, c.table, c.alter)
+			cfg.Conn.Params = c.params
+			r, err := migration.New(cfg)
+			if err == nil {
+				_, err = r.Run(context.Background())
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error containing %q", err, c.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("the error spans lines: %q", err)
+			}
+			if tables := db.Tables(t); len(tables) != 6 {
+				t.Errorf("tables after a refusal: %v", tables)
+			}
+		})
+	}
+}
+
+func TestMalformedAlterRefusedBeforeConnecting(t *testing.T) {
+	_, err := migration.New(migration.Config{
+		Conn: testdb.Config(t), Database: "d", Table: "t", Alter: "ADD COLUMN",
+	})
+	if err == nil || !strings.Contains(err.Error(), "cannot parse") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestCancelDuringCopyLeavesOriginalIntact(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(200))")
+	for i := 0; i < 60; i++ {
+		db.MustExec(t, fmt.Sprintf(`INSERT INTO big SELECT n, REPEAT('v', 200) FROM (WITH RECURSIVE s(n) AS
+			(SELECT %d UNION ALL SELECT n + 1 FROM s WHERE n < %d) SELECT n FROM s) x`, i*1000+1, i*1000+1000))
+	}
+	before := snapshot(t, db, "big")
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := config(t, db, "big", "ADD COLUMN x INT")
+	cfg.ChunkTime = time.Millisecond // many small chunks: the copy takes a while
+	cfg.CopyWorkers = 1
+	cfg.OnPhase = func(name string) {
+		if name == "copy" {
+			time.AfterFunc(150*time.Millisecond, cancel)
+		}
+	}
+	r, err := migration.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Run(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("want context.Canceled, got %v", err)
+	}
+	if r.Phase() != "copy" {
+		t.Errorf("cancelled in phase %s, want copy", r.Phase())
+	}
+	if after := snapshot(t, db, "big"); after != before {
+		t.Error("the original table changed")
+	}
+	if tables := db.Tables(t); !slices.Equal(tables, []string{"big"}) {
+		t.Errorf("leftovers: %v", tables)
+	}
+	// No lock is held: an exclusive lock is granted at once.
+	db.MustExec(t, "SET SESSION lock_wait_timeout = 1")
+	conn, _ := db.Conn(context.Background())
+	defer conn.Close()
+	if _, err := conn.ExecContext(context.Background(), "SET SESSION lock_wait_timeout = 1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "LOCK TABLES big WRITE"); err != nil {
+		t.Errorf("the table is still locked: %v", err)
+	}
+	conn.ExecContext(context.Background(), "UNLOCK TABLES")
+}
