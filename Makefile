@@ -1,0 +1,38 @@
+# sluice: make demo | make test | make bench
+SHELL := /bin/bash
+SANDBOX := scripts/sandbox.sh
+GO ?= go
+DSN = $$($(SANDBOX) env | sed -e "s/^export SLUICE_TEST_DSN='//" -e "s/'$$//")
+
+.PHONY: all build demo test unit bench sandbox sandbox-down clean
+
+all: build
+
+build:
+	$(GO) build -o bin/sluice ./cmd/sluice
+	$(GO) build -o bin/sluice-bench ./bench/cmd/sluice-bench
+
+sandbox:
+	@$(SANDBOX) up >/dev/null
+
+sandbox-down:
+	@$(SANDBOX) down
+
+## demo: migrate a 200,000-row table on the sandbox while writers hammer it.
+demo: sandbox build
+	@SLUICE_TEST_DSN=$(DSN) bin/sluice-bench demo
+
+## test: every test, against the sandbox MySQL 9.7, with the race detector.
+test: sandbox
+	SLUICE_TEST_DSN=$(DSN) $(GO) test -race -count=1 -timeout 30m ./...
+
+## unit: the tests that need no server.
+unit:
+	$(GO) test -race -count=1 ./internal/...
+
+## bench: sluice vs native ALTER on a 1,000,000-row sysbench table, idle and under load.
+bench: sandbox build
+	@SLUICE_TEST_DSN=$(DSN) bin/sluice-bench run $(BENCH_ARGS)
+
+clean:
+	rm -rf bin

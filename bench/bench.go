@@ -1,0 +1,250 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+// Options configure a benchmark run.
+type Options struct {
+	DSN         string
+	Sluice      string // path of the sluice binary
+	Rows        int    // sysbench table size (default 1,000,000)
+	LoadThreads int    // sysbench threads (default 8)
+	LoadRatio   float64
+	Baseline    time.Duration // load before each timed ALTER (default 10s)
+	SkipFull    bool          // skip the unthrottled-load runs
+	Out         io.Writer
+}
+
+const (
+	tplDB   = "sbtest_tpl"
+	benchDB = "sbtest"
+	modifyK = "MODIFY COLUMN k BIGINT NOT NULL DEFAULT 0"
+	rebuild = "ENGINE=InnoDB"
+)
+
+// result is one timed ALTER.
+type result struct {
+	name    string
+	load    string
+	wall    time.Duration
+	before  Window
+	during  Window
+	rssMB   float64
+	loaded  bool
+	failure string
+}
+
+// Run runs every scenario and prints the table of results.
+func Run(ctx context.Context, o Options) error {
+	if o.Rows <= 0 {
+		o.Rows = 1_000_000
+	}
+	if o.LoadThreads <= 0 {
+		o.LoadThreads = 8
+	}
+	if o.LoadRatio <= 0 {
+		o.LoadRatio = 0.4
+	}
+	if o.Baseline <= 0 {
+		o.Baseline = 10 * time.Second
+	}
+	if err := ensureSysbench(); err != nil {
+		return err
+	}
+	s, err := Connect(ctx, o.DSN)
+	if err != nil {
+		return err
+	}
+	defer s.DB.Close()
+	if err := s.prepareTemplate(ctx, o.Rows); err != nil {
+		return err
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
+
+	var results []result
+	timed := func(name, load string, rate float64, op func(context.Context) (float64, error)) error {
+		if err := s.reset(ctx, o.Rows); err != nil {
+			return err
+		}
+		r := result{name: name, load: load}
+		var l *Load
+		if load != "idle" {
+			l, err = s.StartLoad(ctx, benchDB, o.LoadThreads, rate, 30*time.Minute)
+			if err != nil {
+				return err
+			}
+			time.Sleep(o.Baseline)
+		}
+		logf("%s (%s)", name, load)
+		var from time.Duration
+		if l != nil {
+			from = l.Since()
+		}
+		start := time.Now()
+		rss, err := op(ctx)
+		r.wall, r.rssMB = time.Since(start), rss
+		if err != nil {
+			r.failure = err.Error()
+		}
+		if l != nil {
+			to := l.Since()
+			time.Sleep(2 * time.Second)
+			l.Stop()
+			r.loaded = true
+			r.before = l.Between(2*time.Second, from)
+			r.during = l.Between(from, to)
+		}
+		logf("  %s", r.wall.Round(time.Millisecond))
+		results = append(results, r)
+		return nil
+	}
+	native := func(alter string) func(context.Context) (float64, error) {
+		return func(ctx context.Context) (float64, error) {
+			_, err := s.DB.ExecContext(ctx, "ALTER TABLE "+benchDB+".sbtest1 "+alter)
+			return 0, err
+		}
+	}
+	sluice := func(alter string) func(context.Context) (float64, error) {
+		return func(ctx context.Context) (float64, error) { return s.runSluice(ctx, o.Sluice, alter) }
+	}
+
+	// Idle.
+	if err := timed("native ALTER ENGINE=InnoDB (in-place rebuild)", "idle", 0, native(rebuild)); err != nil {
+		return err
+	}
+	if err := timed("native ALTER MODIFY k BIGINT (copy, blocks writes)", "idle", 0, native(modifyK)); err != nil {
+		return err
+	}
+	if err := timed("sluice MODIFY k BIGINT", "idle", 0, sluice(modifyK)); err != nil {
+		return err
+	}
+
+	// What the server sustains.
+	if err := s.reset(ctx, o.Rows); err != nil {
+		return err
+	}
+	l, err := s.StartLoad(ctx, benchDB, o.LoadThreads, 0, 30*time.Minute)
+	if err != nil {
+		return err
+	}
+	time.Sleep(15 * time.Second)
+	capacity := l.Between(3*time.Second, l.Since()).Mean
+	l.Stop()
+	rate := capacity * o.LoadRatio
+	logf("capacity %.0f tps; %.0f%% load is %.0f tps", capacity, o.LoadRatio*100, rate)
+	loadName := fmt.Sprintf("%.0f%% load", o.LoadRatio*100)
+
+	if err := timed("native ALTER MODIFY k BIGINT (copy, blocks writes)", loadName, rate, native(modifyK)); err != nil {
+		return err
+	}
+	if err := timed("sluice MODIFY k BIGINT", loadName, rate, sluice(modifyK)); err != nil {
+		return err
+	}
+	if !o.SkipFull {
+		if err := timed("native ALTER ENGINE=InnoDB (in-place rebuild)", "unthrottled", 0, native(rebuild)); err != nil {
+			return err
+		}
+		if err := timed("sluice ENGINE=InnoDB", "unthrottled", 0, sluice(rebuild)); err != nil {
+			return err
+		}
+	}
+	report(o.Out, results, o.Rows, capacity, o.LoadThreads)
+	return nil
+}
+
+func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
+	f := rs[0].wall
+	fmt.Fprintf(w, "\nsluice benchmark: %d-row sysbench sbtest1, MySQL sandbox, %d-thread oltp_read_write load (capacity %.0f tps)\n", rows, threads, capacity)
+	fmt.Fprintf(w, "F = native in-place rebuild, idle = %s; times are multiples of F, measured in this run\n\n", f.Round(time.Millisecond))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ALTER\tload\tx F\tTPS before\tTPS during (mean)\tkept\tlowest TPS/s\tzero-TPS s\tsluice max RSS")
+	for _, r := range rs {
+		x := float64(r.wall) / float64(f)
+		rss := ""
+		if r.rssMB > 0 {
+			rss = fmt.Sprintf("%.0f MB", r.rssMB)
+		}
+		if r.loaded {
+			kept := 0.0
+			if r.before.Mean > 0 {
+				kept = r.during.Mean / r.before.Mean * 100
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.0f\t%.0f\t%.0f%%\t%.0f\t%d\t%s\n", r.name, r.load, x, r.before.Mean, r.during.Mean, kept, r.during.Min, r.during.Zero, rss)
+		} else {
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t-\t-\t-\t-\t-\t%s\n", r.name, r.load, x, rss)
+		}
+		if r.failure != "" {
+			fmt.Fprintf(tw, "  FAILED: %s\t\t\t\t\t\t\t\t\n", r.failure)
+		}
+	}
+	tw.Flush()
+}
+
+// runSluice runs the sluice binary on the benchmark table and returns its peak
+// resident memory in MB.
+func (s *Server) runSluice(ctx context.Context, bin, alter string) (float64, error) {
+	cmd := exec.CommandContext(ctx, bin, "migrate", "--host", s.Conn.Host, "--port", strconv.Itoa(s.Conn.Port),
+		"--user", s.Conn.User, "--database", benchDB, "--table", "sbtest1", "--alter", alter, "--drop-old", "--quiet")
+	cmd.Env = os.Environ()
+	if s.Conn.Password != "" {
+		cmd.Env = append(cmd.Env, "MYSQL_PWD="+s.Conn.Password)
+	}
+	out, err := cmd.CombinedOutput()
+	rss := 0.0
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && cmd.ProcessState != nil {
+		rss = float64(ru.Maxrss) / 1024
+	}
+	if err != nil {
+		return rss, fmt.Errorf("sluice: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return rss, nil
+}
+
+// prepareTemplate makes sure sbtest_tpl.sbtest1 holds rows rows, preparing it
+// with sysbench once.
+func (s *Server) prepareTemplate(ctx context.Context, rows int) error {
+	var n int64
+	err := s.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+tplDB+".sbtest1").Scan(&n)
+	if err == nil && n == int64(rows) {
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "bench: preparing a %d-row sysbench table (once)\n", rows)
+	if _, err := s.DB.ExecContext(ctx, "DROP DATABASE IF EXISTS "+tplDB); err != nil {
+		return err
+	}
+	if _, err := s.DB.ExecContext(ctx, "CREATE DATABASE "+tplDB); err != nil {
+		return err
+	}
+	args := append(s.sysbenchArgs(tplDB), "--threads=2", "--table-size="+strconv.Itoa(rows), "oltp_read_write", "prepare")
+	if out, err := exec.CommandContext(ctx, "sysbench", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("sysbench prepare: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// reset restores sbtest.sbtest1 from the template and flushes dirty pages.
+func (s *Server) reset(ctx context.Context, rows int) error {
+	for _, q := range []string{
+		"DROP DATABASE IF EXISTS " + benchDB,
+		"CREATE DATABASE " + benchDB,
+		"CREATE TABLE " + benchDB + ".sbtest1 LIKE " + tplDB + ".sbtest1",
+		"INSERT INTO " + benchDB + ".sbtest1 SELECT * FROM " + tplDB + ".sbtest1",
+		"ANALYZE TABLE " + benchDB + ".sbtest1",
+		"PURGE BINARY LOGS BEFORE NOW()",
+	} {
+		if _, err := s.DB.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("reset: %s: %w", q, err)
+		}
+	}
+	return s.Flush(ctx)
+}

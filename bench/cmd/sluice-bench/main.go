@@ -1,0 +1,82 @@
+// Command sluice-bench runs sluice's demo and benchmark on the sandbox server
+// named by SLUICE_TEST_DSN (make demo, make bench).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/bench"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := &cobra.Command{Use: "sluice-bench", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(demoCmd(), runCmd())
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "sluice-bench: "+err.Error())
+		os.Exit(1)
+	}
+}
+
+func dsn() (string, error) {
+	d := os.Getenv("SLUICE_TEST_DSN")
+	if d == "" {
+		return "", errors.New("SLUICE_TEST_DSN is not set: run it through 'make demo' or 'make bench'")
+	}
+	return d, nil
+}
+
+func demoCmd() *cobra.Command {
+	var rows, writers int
+	c := &cobra.Command{
+		Use:   "demo",
+		Short: "Migrate a table on the sandbox while writers change it, and check nothing was lost",
+		RunE: func(c *cobra.Command, _ []string) error {
+			d, err := dsn()
+			if err != nil {
+				return err
+			}
+			return bench.Demo(c.Context(), d, rows, writers, c.OutOrStdout())
+		},
+	}
+	c.Flags().IntVar(&rows, "rows", 200_000, "rows in the demo table")
+	c.Flags().IntVar(&writers, "writers", 8, "concurrent writers during the migration")
+	return c
+}
+
+func runCmd() *cobra.Command {
+	var o bench.Options
+	c := &cobra.Command{
+		Use:   "run",
+		Short: "Time sluice against native ALTER TABLE, idle and under sysbench load",
+		RunE: func(c *cobra.Command, _ []string) error {
+			d, err := dsn()
+			if err != nil {
+				return err
+			}
+			o.DSN, o.Out = d, c.OutOrStdout()
+			if o.Sluice == "" {
+				exe, _ := os.Executable()
+				o.Sluice = filepath.Join(filepath.Dir(exe), "sluice")
+			}
+			return bench.Run(c.Context(), o)
+		},
+	}
+	c.Flags().IntVar(&o.Rows, "rows", 1_000_000, "sysbench table size")
+	c.Flags().IntVar(&o.LoadThreads, "threads", 8, "sysbench threads")
+	c.Flags().Float64Var(&o.LoadRatio, "load", 0.4, "throttled load as a fraction of the measured capacity")
+	c.Flags().DurationVar(&o.Baseline, "baseline", 10*time.Second, "load before each timed ALTER")
+	c.Flags().BoolVar(&o.SkipFull, "skip-unthrottled", false, "skip the runs under unthrottled load")
+	c.Flags().StringVar(&o.Sluice, "sluice", "", "sluice binary (default: beside sluice-bench)")
+	return c
+}

@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Load is a sysbench oltp_read_write run in the background, recording its
+// per-second throughput.
+type Load struct {
+	cmd   *exec.Cmd
+	start time.Time
+	mu    sync.Mutex // protects tps
+	tps   []float64  // tps[i] is the throughput of second i+1
+	done  chan struct{}
+}
+
+var reportLine = regexp.MustCompile(`^\[ (\d+)s \] thds: \d+ tps: ([0-9.]+)`)
+
+// StartLoad starts sysbench with threads threads at rate transactions a
+// second (0: unthrottled) for at most maxDur.
+func (s *Server) StartLoad(ctx context.Context, db string, threads int, rate float64, maxDur time.Duration) (*Load, error) {
+	args := append(s.sysbenchArgs(db), "--threads="+strconv.Itoa(threads), "--rate="+strconv.Itoa(int(rate)),
+		"--time="+strconv.Itoa(int(maxDur.Seconds())), "--report-interval=1", "--mysql-ignore-errors=all", "oltp_read_write", "run")
+	cmd := exec.CommandContext(ctx, "sysbench", args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = io.Discard
+	l := &Load{cmd: cmd, done: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start sysbench: %w", err)
+	}
+	l.start = time.Now()
+	go func() {
+		defer close(l.done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			m := reportLine.FindStringSubmatch(sc.Text())
+			if m == nil {
+				continue
+			}
+			sec, _ := strconv.Atoi(m[1])
+			v, _ := strconv.ParseFloat(m[2], 64)
+			l.mu.Lock()
+			for len(l.tps) < sec {
+				l.tps = append(l.tps, 0)
+			}
+			l.tps[sec-1] = v
+			l.mu.Unlock()
+		}
+	}()
+	return l, nil
+}
+
+// Since returns the time since the load started.
+func (l *Load) Since() time.Duration { return time.Since(l.start) }
+
+// Stop ends sysbench and waits for its output to be read.
+func (l *Load) Stop() {
+	l.cmd.Process.Kill()
+	l.cmd.Wait()
+	<-l.done
+}
+
+// Window summarises throughput between two offsets from the load's start.
+type Window struct {
+	Mean, Min float64
+	Zero      int // seconds with no transaction at all
+	Seconds   int
+}
+
+// Between summarises the whole seconds in [from, to].
+func (l *Load) Between(from, to time.Duration) Window {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return window(l.tps, from, to)
+}
+
+// window is Between's pure core: second i of tps covers (i, i+1] seconds.
+func window(tps []float64, from, to time.Duration) Window {
+	lo := int(from.Seconds())
+	hi := int(to.Seconds()+0.999) - 1
+	w := Window{Min: -1}
+	sum := 0.0
+	for i := max(lo, 0); i <= hi && i < len(tps); i++ {
+		v := tps[i]
+		sum += v
+		w.Seconds++
+		if w.Min < 0 || v < w.Min {
+			w.Min = v
+		}
+		if v == 0 {
+			w.Zero++
+		}
+	}
+	if w.Seconds > 0 {
+		w.Mean = sum / float64(w.Seconds)
+	} else {
+		w.Min = 0
+	}
+	return w
+}

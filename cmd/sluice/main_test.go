@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/testdb"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sluice-cli")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "sluice")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build sluice: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type run struct {
+	code           int
+	stdout, stderr string
+}
+
+func sluice(t *testing.T, env []string, args ...string) run {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return run{code, o.String(), e.String()}
+}
+
+func target(db *testdb.DB, table string) []string {
+	return []string{"migrate", "--host", db.Server.Host, "--port", fmt.Sprint(db.Server.Port), "--user", db.Server.User,
+		"--database", db.Name, "--table", table, "--quiet"}
+}
+
+// lastLine returns stderr's last line: the error sluice prints.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+func TestBadInputOneLineExitOne(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE ok (id INT PRIMARY KEY, v INT)", "CREATE TABLE nopk (v INT)",
+		"INSERT INTO ok VALUES (1, 1), (2, 2)")
+	cases := []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"unknown table", append(target(db, "nope"), "--alter", "ADD COLUMN x INT"), nil, "does not exist"},
+		{"malformed alter", append(target(db, "ok"), "--alter", "ADD COLUMN"), nil, "cannot parse the ALTER clause"},
+		{"alter the server refuses", append(target(db, "ok"), "--alter", "ADD COLUMN v INT"), nil, "does not apply"},
+		{"no primary key", append(target(db, "nopk"), "--alter", "ADD COLUMN x INT"), nil, "no primary key"},
+		{"no alter", target(db, "ok"), nil, "no ALTER given"},
+		{"password on the command line", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--password", "secret"), nil, "not accepted on the command line"},
+		{"password in the DSN", []string{"migrate", "--dsn", "u:secret@tcp(127.0.0.1:1)/d", "--table", "ok", "--alter", "ADD COLUMN x INT"}, nil, "holds a password"},
+		{"wrong password", []string{"migrate", "--host", db.Server.Host, "--port", fmt.Sprint(db.Server.Port), "--user", "sluice",
+			"--database", db.Name, "--table", "ok", "--alter", "ADD COLUMN x INT"}, []string{"MYSQL_PWD=wrong-password"}, "access denied"},
+		{"unknown flag", []string{"migrate", "--nope"}, nil, "unknown flag"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := sluice(t, c.env, c.args...)
+			if r.code != 1 {
+				t.Errorf("exit code %d, want 1; stderr:\n%s", r.code, r.stderr)
+			}
+			line := lastLine(r.stderr)
+			if !strings.HasPrefix(line, "sluice: ") || !strings.Contains(line, c.want) {
+				t.Errorf("last line %q, want it to contain %q", line, c.want)
+			}
+			if strings.Contains(r.stderr+r.stdout, "secret") || strings.Contains(r.stderr+r.stdout, "wrong-password") {
+				t.Errorf("a password shows in the output:\n%s", r.stderr)
+			}
+			if tables := db.Tables(t); !slices.Equal(tables, []string{"nopk", "ok"}) {
+				t.Errorf("leftovers: %v", tables)
+			}
+		})
+	}
+}
+
+func TestPasswordFromFileAndOptionFile(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t1 (id INT PRIMARY KEY, v INT)", "INSERT INTO t1 VALUES (1, 1)")
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	os.WriteFile(pw, []byte("sluice-sandbox\n"), 0o600)
+	cnf := filepath.Join(dir, "my.cnf")
+	os.WriteFile(cnf, []byte(fmt.Sprintf("[client]\nuser = sluice\npassword = \"sluice-sandbox\"\nhost=%s\nport=%d\n", db.Server.Host, db.Server.Port)), 0o600)
+
+	base := []string{"migrate", "--host", db.Server.Host, "--port", fmt.Sprint(db.Server.Port), "--user", "sluice", "--database", db.Name, "--table", "t1"}
+	r := sluice(t, nil, append(base, "--password-file", pw, "--alter", "ADD COLUMN a INT", "--drop-old")...)
+	if r.code != 0 {
+		t.Fatalf("--password-file: exit %d: %s", r.code, r.stderr)
+	}
+	r = sluice(t, nil, "migrate", "--defaults-file", cnf, "--database", db.Name, "--table", "t1", "--alter", "ADD COLUMN b INT", "--drop-old")
+	if r.code != 0 {
+		t.Fatalf("--defaults-file: exit %d: %s", r.code, r.stderr)
+	}
+	if strings.Contains(r.stdout+r.stderr, "sluice-sandbox") {
+		t.Error("the password shows in the output")
+	}
+	var n int
+	db.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 't1'", db.Name).Scan(&n)
+	if n != 4 {
+		t.Errorf("t1 has %d columns, want 4", n)
+	}
+}
+
+func TestInterruptMidCopy(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(200))")
+	for i := 0; i < 60; i++ {
+		db.MustExec(t, fmt.Sprintf(`INSERT INTO big SELECT n, REPEAT('v', 200) FROM (WITH RECURSIVE s(n) AS
+			(SELECT %d UNION ALL SELECT n + 1 FROM s WHERE n < %d) SELECT n FROM s) x`, i*1000+1, i*1000+1000))
+	}
+	before := fmt.Sprint(db.Dump(t, "big", "*", "id"))
+	args := append(target(db, "big"), "--alter", "ADD COLUMN x INT", "--chunk-time", "1ms", "--threads", "1", "--progress-interval", "100ms")
+	args = slices.DeleteFunc(args, func(s string) bool { return s == "--quiet" })
+	cmd := exec.Command(binary, args...)
+	var errBuf syncBuffer
+	cmd.Stderr = &errBuf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(errBuf.String(), "phase=copy") && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 1 {
+		t.Fatalf("want exit code 1 after SIGINT, got %v; stderr:\n%s", err, errBuf.String())
+	}
+	if line := lastLine(errBuf.String()); !strings.Contains(line, "interrupted during copy") || !strings.Contains(line, "untouched") {
+		t.Errorf("last line %q", line)
+	}
+	if after := fmt.Sprint(db.Dump(t, "big", "*", "id")); after != before {
+		t.Error("the original table changed")
+	}
+	if tables := db.Tables(t); !slices.Equal(tables, []string{"big"}) {
+		t.Errorf("leftovers: %v", tables)
+	}
+}
