@@ -142,9 +142,15 @@ func TestConcurrentWritersColumnTypes(t *testing.T) {
 			func(r *rand.Rand) (string, []any) {
 				return "ts = ?, dtm = ?", []any{"2021-06-0" + fmt.Sprint(1+r.IntN(9)) + " 12:00:00.25", "2001-01-01 00:00:00.000001"}
 			},
-			func(r *rand.Rand) (string, []any) { return "u4 = ?, l1 = ?", []any{"ü" + fmt.Sprint(r.Int()), "é" + fmt.Sprint(r.IntN(99))} },
-			func(r *rand.Rand) (string, []any) { return "b = ?, bin = ?", []any{[]byte{0, byte(r.IntN(255)), 0}, []byte{byte(r.IntN(255)), 0}} },
-			func(r *rand.Rand) (string, []any) { return "i8 = ?, u64 = ?, dec_ = ?", []any{r.IntN(200) - 100, uint64(r.Uint64()), "-1.5"} },
+			func(r *rand.Rand) (string, []any) {
+				return "u4 = ?, l1 = ?", []any{"ü" + fmt.Sprint(r.Int()), "é" + fmt.Sprint(r.IntN(99))}
+			},
+			func(r *rand.Rand) (string, []any) {
+				return "b = ?, bin = ?", []any{[]byte{0, byte(r.IntN(255)), 0}, []byte{byte(r.IntN(255)), 0}}
+			},
+			func(r *rand.Rand) (string, []any) {
+				return "i8 = ?, u64 = ?, dec_ = ?", []any{r.IntN(200) - 100, uint64(r.Uint64()), "-1.5"}
+			},
 			func(r *rand.Rand) (string, []any) { return "e = ?, st = ?, bt = ?", []any{"b", "x,y,z", r.IntN(1024)} },
 			func(r *rand.Rand) (string, []any) { return "tx = NULL, f = NULL", nil },
 		},
@@ -268,7 +274,7 @@ func TestPreflightRefusals(t *testing.T) {
 		"CREATE TABLE fk (f DOUBLE PRIMARY KEY)")
 	cases := []struct {
 		table, alter, want string
-		params           map[string]string
+		params             map[string]string
 	}{
 		{table: "missing", alter: "ADD COLUMN x INT", want: "does not exist"},
 		{table: "nopk", alter: "ADD COLUMN x INT", want: "no primary key"},

@@ -254,4 +254,3 @@ func sameKey(a, b []string) bool {
 	}
 	return true
 }
-

@@ -26,8 +26,8 @@ type Scheduler struct {
 	ready    map[string]rowkey.Key
 	inflight map[string]bool
 	// again holds keys marked while their batch was in flight.
-	again  map[string]rowkey.Key
-	held bool
+	again map[string]rowkey.Key
+	held  bool
 	// changed is closed (and replaced) when workers may find new work.
 	changed chan struct{}
 	added   int64

@@ -22,7 +22,7 @@ const Env = "SLUICE_TEST_DSN"
 // DB is an isolated test database.
 type DB struct {
 	*sql.DB
-	Name string
+	Name   string
 	Server dbconn.Config
 }
 
