@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"runtime"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
@@ -39,6 +41,15 @@ type Config struct {
 	CutoverLockTimeout time.Duration
 	// CutoverAttempts is how many lock attempts to make (default 10).
 	CutoverAttempts int
+	// KeepIndexes keeps the shadow's secondary indexes during the copy instead
+	// of building them afterwards.
+	KeepIndexes bool
+	// DDLBufferSize and DDLThreads tune the deferred index build
+	// (innodb_ddl_buffer_size, innodb_ddl_threads). DDLBufferSize defaults to
+	// 256 MiB; DDLThreads to min(4, CPUs) for a server on this host (a loopback
+	// address), else 4, InnoDB's own default.
+	DDLBufferSize int64
+	DDLThreads    int
 	// DropOld drops the original table after the swap instead of keeping it.
 	DropOld bool
 	// ProgressInterval is how often progress is logged (default 5s).
@@ -46,7 +57,8 @@ type Config struct {
 	// Logger receives progress and phase messages (default: discarded).
 	Logger *slog.Logger
 	// OnPhase, if set, is called synchronously as each phase starts, with its
-	// name (preflight, shadow, capture, copy, catch-up, checksum, cut-over).
+	// name (preflight, shadow, capture, copy, index, catch-up, checksum,
+	// cut-over).
 	OnPhase func(name string)
 }
 
@@ -84,6 +96,12 @@ func (c *Config) validate() error {
 	if c.CutoverAttempts <= 0 {
 		c.CutoverAttempts = 10
 	}
+	if c.DDLBufferSize <= 0 {
+		c.DDLBufferSize = 256 << 20
+	}
+	if c.DDLThreads <= 0 {
+		c.DDLThreads = defaultDDLThreads(c.Conn.Host, runtime.NumCPU())
+	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = 5 * time.Second
 	}
@@ -91,6 +109,15 @@ func (c *Config) validate() error {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return nil
+}
+
+// defaultDDLThreads picks innodb_ddl_threads: on a small local server more
+// threads than cores only slow the index build down.
+func defaultDDLThreads(host string, cpus int) int {
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return max(1, min(4, cpus))
+	}
+	return 4
 }
 
 // Result describes a finished migration.

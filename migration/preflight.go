@@ -236,6 +236,11 @@ func (r *Runner) createShadow(ctx context.Context) error {
 		return preflightErr("the ALTER changes the primary key (%s -> %s); sluice does not support that yet",
 			strings.Join(r.orig.PrimaryKey, ","), strings.Join(r.shadow.PrimaryKey, ","))
 	}
+	if !r.cfg.KeepIndexes {
+		if err := r.deferIndexes(ctx); err != nil {
+			return err
+		}
+	}
 	r.mapping = schema.NewMapping(r.orig, r.shadow, func(newName string) (string, bool) {
 		return r.alter.SourceColumn(newName, func(n string) bool { _, ok := r.orig.Column(n); return ok })
 	})
@@ -253,4 +258,60 @@ func sameKey(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// deferIndexes drops the shadow's plain secondary indexes, to be built after
+// the copy by buildIndexes: a sorted bulk build is cheaper than maintaining
+// them row by row during the copy.
+func (r *Runner) deferIndexes(ctx context.Context) error {
+	ddl, err := schema.ShowCreate(ctx, r.db, r.cfg.Database, r.names.Shadow)
+	if err != nil {
+		return err
+	}
+	defs, names := schema.SecondaryKeys(ddl)
+	if len(defs) == 0 {
+		return nil
+	}
+	drops := make([]string, len(names))
+	for i, n := range names {
+		drops[i] = "DROP INDEX " + dbconn.QuoteIdent(n)
+	}
+	if _, err := r.db.ExecContext(ctx, "ALTER TABLE "+dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)+" "+strings.Join(drops, ", ")); err != nil {
+		return fmt.Errorf("defer the secondary indexes of the shadow table: %w", err)
+	}
+	r.deferred = defs
+	r.log.Info("secondary indexes will be built after the copy", "indexes", strings.Join(names, ","))
+	return nil
+}
+
+// buildIndexes adds the deferred indexes in one online ALTER with InnoDB's
+// parallel index build tuned for it (innodb_ddl_threads,
+// innodb_ddl_buffer_size, innodb_parallel_read_threads, MySQL 8.0.27+).
+func (r *Runner) buildIndexes(ctx context.Context) error {
+	if len(r.deferred) == 0 {
+		return nil
+	}
+	conn, err := r.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for _, set := range []string{
+		fmt.Sprintf("SET SESSION innodb_ddl_buffer_size = %d", r.cfg.DDLBufferSize),
+		fmt.Sprintf("SET SESSION innodb_ddl_threads = %d", r.cfg.DDLThreads),
+		fmt.Sprintf("SET SESSION innodb_parallel_read_threads = %d", r.cfg.DDLThreads),
+	} {
+		if _, err := conn.ExecContext(ctx, set); err != nil {
+			r.log.Info("cannot tune the index build; using the server's defaults", "setting", set, "err", err)
+		}
+	}
+	adds := make([]string, len(r.deferred))
+	for i, d := range r.deferred {
+		adds[i] = "ADD " + d
+	}
+	q := "ALTER TABLE " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " " + strings.Join(adds, ", ") + ", ALGORITHM=INPLACE, LOCK=NONE"
+	if _, err := conn.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("build the secondary indexes: %w", err)
+	}
+	return nil
 }

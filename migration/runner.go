@@ -41,6 +41,7 @@ type Runner struct {
 	streamer *binlog.Streamer
 	copier   *copier.Copier
 
+	deferred      []string // secondary index definitions built after the copy
 	shadowCreated bool
 	swapped       atomic.Bool
 	phase         atomic.Value // string
@@ -84,6 +85,7 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 		{"shadow", r.createShadow},
 		{"capture", func(ctx context.Context) error { return r.startCapture(ctx, cancel) }},
 		{"copy", r.copyRows},
+		{"index", r.buildIndexes},
 		{"catch-up", r.catchUp},
 		{"checksum", r.checksum},
 		{"cut-over", r.cutover},

@@ -23,7 +23,9 @@ type migrateFlags struct {
 	copyWorkers, applyWorkers               int
 	chunkTime, lockTimeout, progress        time.Duration
 	cutoverAttempts                         int
-	dropOld, quiet                          bool
+	dropOld, quiet, keepIndexes             bool
+	ddlThreads                              int
+	ddlBuffer                               int64
 }
 
 func newMigrate() *cobra.Command {
@@ -63,6 +65,9 @@ or the [client] section of --defaults-file; never from the command line.`,
 	fl.DurationVar(&f.chunkTime, "chunk-time", 100*time.Millisecond, "target duration of one copy statement")
 	fl.DurationVar(&f.lockTimeout, "cutover-lock-timeout", 2*time.Second, "longest wait for each table lock attempt; application queries never wait longer on sluice")
 	fl.IntVar(&f.cutoverAttempts, "cutover-attempts", 10, "table lock attempts before giving up")
+	fl.BoolVar(&f.keepIndexes, "keep-indexes", false, "keep secondary indexes during the copy instead of building them after it")
+	fl.IntVar(&f.ddlThreads, "ddl-threads", 0, "innodb_ddl_threads and innodb_parallel_read_threads for the index build after the copy (default: min(4, CPUs) for a local server, else 4)")
+	fl.Int64Var(&f.ddlBuffer, "ddl-buffer-size", 256<<20, "innodb_ddl_buffer_size in bytes for the index build after the copy")
 	fl.BoolVar(&f.dropOld, "drop-old", false, "drop the original table after the swap instead of keeping it as _<table>_old")
 	fl.DurationVar(&f.progress, "progress-interval", 5*time.Second, "how often to print progress")
 	fl.BoolVar(&f.quiet, "quiet", false, "print only errors and the final summary")
@@ -86,6 +91,7 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		Conn: conn, Database: database, Table: f.table, Alter: f.alter,
 		CopyWorkers: f.copyWorkers, ApplyWorkers: f.applyWorkers, ChunkTime: f.chunkTime,
 		CutoverLockTimeout: f.lockTimeout, CutoverAttempts: f.cutoverAttempts,
+		KeepIndexes: f.keepIndexes, DDLThreads: f.ddlThreads, DDLBufferSize: f.ddlBuffer,
 		DropOld: f.dropOld, ProgressInterval: f.progress, Logger: logger,
 	})
 	if err != nil {

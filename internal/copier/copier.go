@@ -13,6 +13,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +48,9 @@ type Copier struct {
 	sizer  *chunk.Sizer
 	rows   atomic.Int64
 	chunks atomic.Int64
+	// keys and keyRows count the key values and rows of the ranges cut by
+	// arithmetic and copied so far: how dense the key is.
+	keys, keyRows atomic.Uint64
 }
 
 // New validates cfg.
@@ -68,9 +73,11 @@ func (c *Copier) Chunks() int64 { return c.chunks.Load() }
 // ChunkSize returns the current chunk size in rows.
 func (c *Copier) ChunkSize() int { return c.sizer.Size() }
 
-// span is a key range (lo, hi]; a nil bound is open.
+// span is a key range (lo, hi]; a nil bound is open. width is the number of
+// key values in a bounded range cut by arithmetic, else 0.
 type span struct {
 	lo, hi rowkey.Key
+	width  uint64
 }
 
 // Run copies every row and returns when all ranges are done, or at the first
@@ -80,6 +87,9 @@ func (c *Copier) Run(ctx context.Context) error {
 	spans := make(chan span, c.cfg.Workers*2)
 	g.Go(func() error {
 		defer close(spans)
+		if unsigned, ok := c.cfg.Key.Integer(); ok {
+			return c.cutIntegers(gctx, spans, unsigned)
+		}
 		return c.cut(gctx, spans)
 	})
 	for w := 0; w < c.cfg.Workers; w++ {
@@ -178,6 +188,10 @@ func (c *Copier) copySpan(ctx context.Context, sp span) error {
 			if sp.hi != nil {
 				c.sizer.Observe(int(n), time.Since(start))
 			}
+			if sp.width > 0 {
+				c.keys.Add(sp.width)
+				c.keyRows.Add(uint64(n))
+			}
 			return nil
 		}
 		if dbconn.ErrorNumber(err) == dbconn.ErrDupEntry {
@@ -193,4 +207,96 @@ func (c *Copier) copySpan(ctx context.Context, sp span) error {
 		}
 	}
 	return fmt.Errorf("copy: range (%v, %v]: %w", sp.lo, sp.hi, err)
+}
+
+// cutIntegers cuts ranges of a single integer key by arithmetic between its
+// current minimum and maximum, so the key is not walked a second time. Each
+// range spans Size() rows divided by the key's density (rows per key value),
+// which starts from the table's row estimate and then follows what the copied
+// ranges actually held. The first range is open below and the last open above,
+// so rows inserted outside [min, max] meanwhile are copied too.
+func (c *Copier) cutIntegers(ctx context.Context, out chan<- span, unsigned bool) error {
+	src := c.cfg.Mapping.Source
+	col := dbconn.QuoteIdent(c.cfg.Key[0].Name)
+	var lo, hi sql.NullString
+	if err := c.cfg.DB.QueryRowContext(ctx, "SELECT MIN("+col+"), MAX("+col+") FROM "+src.Quoted()).Scan(&lo, &hi); err != nil {
+		return fmt.Errorf("copy: read key bounds: %w", err)
+	}
+	send := func(sp span) error {
+		select {
+		case out <- sp:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if !lo.Valid {
+		return send(span{}) // empty table: one open range
+	}
+	min, max, err := parseBounds(lo.String, hi.String, unsigned)
+	if err != nil {
+		return err
+	}
+	total := max - min // offsets from min, in uint64 arithmetic
+	density := 1.0
+	if est := src.EstimatedRows; est > 0 && total > 0 {
+		density = math.Min(1, float64(est)/float64(total+1))
+	}
+	value := func(off uint64) rowkey.Key {
+		if unsigned {
+			return rowkey.Key{min + off}
+		}
+		return rowkey.Key{int64(min + off)}
+	}
+	var prev rowkey.Key
+	var prevOff uint64
+	first := true
+	for {
+		if k, r := c.keys.Load(), c.keyRows.Load(); k > 0 && r > 0 {
+			density = math.Max(1e-9, math.Min(1, float64(r)/float64(k)))
+		}
+		step := uint64(math.Max(1, float64(c.sizer.Size())/density))
+		var end uint64 // inclusive offset of this range's upper bound
+		if first {
+			end = step - 1
+		} else {
+			end = prevOff + step
+		}
+		if end >= total || end < prevOff { // past the maximum, or wrapped
+			return send(span{lo: prev})
+		}
+		sp := span{lo: prev, hi: value(end)}
+		if !first {
+			sp.width = step
+		}
+		if err := send(sp); err != nil {
+			return err
+		}
+		prev, prevOff, first = sp.hi, end, false
+	}
+}
+
+// parseBounds reads MIN and MAX of an integer key as uint64 offsets base
+// (two's complement for signed keys, so max-min is the range's width).
+func parseBounds(lo, hi string, unsigned bool) (uint64, uint64, error) {
+	if unsigned {
+		a, err := strconv.ParseUint(lo, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("copy: key minimum %q: %w", lo, err)
+		}
+		b, err := strconv.ParseUint(hi, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("copy: key maximum %q: %w", hi, err)
+		}
+		return a, b, nil
+	}
+	a, err := strconv.ParseInt(lo, 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("copy: key minimum %q: %w", lo, err)
+	}
+	b, err := strconv.ParseInt(hi, 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("copy: key maximum %q: %w", hi, err)
+	}
+	return uint64(a), uint64(b), nil
 }

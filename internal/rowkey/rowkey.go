@@ -352,3 +352,12 @@ func (cs Cols) InList(keys []Key) (string, []any) {
 
 // OrderBy returns "`a`, `b`" for ORDER BY in key order.
 func (cs Cols) OrderBy() string { return cs.Names() }
+
+// Integer reports whether cs is a single integer column (not ENUM, SET or
+// BIT), whose ranges can be cut by arithmetic, and whether it is unsigned.
+func (cs Cols) Integer() (unsigned, ok bool) {
+	if len(cs) != 1 || cs[0].bits == 0 {
+		return false, false
+	}
+	return cs[0].kind == kindUnsigned, true
+}
