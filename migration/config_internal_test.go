@@ -54,4 +54,3 @@ func TestMissingPrivileges(t *testing.T) {
 		t.Errorf("missing = %v", m)
 	}
 }
-

@@ -62,8 +62,8 @@ func runWithWriters(t *testing.T, db *testdb.DB, w *workload, rows int64, alter,
 	if res.KeysApplied == 0 {
 		t.Errorf("no binlog change was applied: %+v", res)
 	}
-	t.Logf("rows copied %d, writes during migration %d, keys applied %d, checksum rows %d, lock %s",
-		res.RowsCopied, during, res.KeysApplied, res.ChecksumRows, res.CutoverLock)
+	t.Logf("rows copied %d, writes during migration %d (deadlock retries %d), keys applied %d, checksum rows %d, lock %s",
+		res.RowsCopied, during, w.deadlocks.Load(), res.KeysApplied, res.ChecksumRows, res.CutoverLock)
 	w.replay(t, db, ref)
 	compare(t, db, w.table, ref, compareCols, orderBy)
 	want := []string{"_" + w.table + "_old", w.table, ref}

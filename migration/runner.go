@@ -3,6 +3,7 @@ package migration
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -296,6 +297,10 @@ func (r *Runner) checksum(ctx context.Context) error {
 	defer func() {
 		for _, c := range conns {
 			c.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+			// Back to the pool's isolation level, or discard the connection.
+			if _, err := c.ExecContext(context.WithoutCancel(ctx), "SET SESSION transaction_isolation = 'READ-COMMITTED'"); err != nil {
+				c.Raw(func(any) error { return driver.ErrBadConn })
+			}
 			c.Close()
 		}
 	}()
@@ -305,6 +310,10 @@ func (r *Runner) checksum(ctx context.Context) error {
 			return fmt.Errorf("checksum: %w", err)
 		}
 		conns = append(conns, c)
+		// A consistent snapshot needs REPEATABLE READ.
+		if _, err := c.ExecContext(ctx, "SET SESSION transaction_isolation = 'REPEATABLE-READ'"); err != nil {
+			return fmt.Errorf("checksum: %w", err)
+		}
 	}
 	spec := r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " WRITE"
 	hooks := cutover.Hooks{Before: r.pauseApply, After: func() { r.sched.Hold(false) }}

@@ -28,11 +28,12 @@ type workload struct {
 	update []func(r *rand.Rand) (set string, args []any)
 	zones  []string // session time zones, one per writer in turn
 
-	writers int
-	logs    [][]stmt
-	ops     atomic.Int64
-	live    []map[int64]bool
-	next    []int64
+	writers   int
+	logs      [][]stmt
+	ops       atomic.Int64
+	deadlocks atomic.Int64
+	live      []map[int64]bool
+	next      []int64
 }
 
 type stmt struct {
@@ -132,6 +133,12 @@ func (w *workload) run(t *testing.T, db *testdb.DB, stop <-chan struct{}) (wait 
 					continue
 				}
 				res, err := c.ExecContext(context.Background(), s.sql, s.args...)
+				for retry := 0; err != nil && dbconn.Retryable(err) && retry < 10; retry++ {
+					// A deadlock victim's statement had no effect: an
+					// application retries it, and so does the writer.
+					w.deadlocks.Add(1)
+					res, err = c.ExecContext(context.Background(), s.sql, s.args...)
+				}
 				if err != nil {
 					t.Errorf("writer %d: %s: %v", i, s.sql, err)
 					return

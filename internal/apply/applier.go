@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -96,10 +97,22 @@ func (a *Applier) worker(ctx context.Context, conflict chan<- []rowkey.Key) erro
 			}
 			continue
 		}
-		err := a.applyWithRetry(ctx, txRunner{a.cfg.DB}, batch)
+		locked, err := a.applyNowait(ctx, batch)
 		switch {
 		case err == nil:
-			a.sched.Done(batch)
+			if len(locked) == 0 {
+				a.sched.Done(batch)
+				continue
+			}
+			a.sched.Done(without(batch, locked))
+			// The application holds these rows; its commit will mark them again,
+			// and they are retried after a pause in any case.
+			a.sched.Requeue(locked)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(2 * time.Millisecond):
+			}
 		case errors.Is(err, ErrDuplicate):
 			// Maybe only a stale row in the shadow that another pending key
 			// will fix: let the resolver apply everything at once.
@@ -166,7 +179,7 @@ func (a *Applier) applyAll(ctx context.Context, db runner) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	err := a.applyWithRetry(ctx, db, keys)
+	err := a.applyWithRetry(ctx, db, keys, forShare)
 	if err != nil {
 		a.sched.Requeue(keys)
 		return err
@@ -211,10 +224,57 @@ type directRunner struct{ conn execer }
 
 func (r directRunner) run(ctx context.Context, fn func(execer) error) error { return fn(r.conn) }
 
-func (a *Applier) applyWithRetry(ctx context.Context, db runner, keys []rowkey.Key) error {
+// Locking clauses for the read of the original.
+const (
+	forShare       = " FOR SHARE"
+	forShareNowait = " FOR SHARE NOWAIT"
+)
+
+// applyNowait applies keys without ever waiting for a row lock the
+// application holds: sluice then never takes part in a lock-wait cycle, so
+// the application never becomes a deadlock victim because of it. A batch that
+// meets a locked row is split in halves; it returns the keys whose rows were
+// locked, which the caller requeues.
+func (a *Applier) applyNowait(ctx context.Context, keys []rowkey.Key) ([]rowkey.Key, error) {
+	err := a.applyWithRetry(ctx, txRunner{a.cfg.DB}, keys, forShareNowait)
+	if dbconn.ErrorNumber(err) != dbconn.ErrLockNowait {
+		return nil, err
+	}
+	if len(keys) == 1 {
+		// A new slice: never alias the caller's batch.
+		return []rowkey.Key{keys[0]}, nil
+	}
+	half := len(keys) / 2
+	l1, err := a.applyNowait(ctx, keys[:half:half])
+	if err != nil {
+		return nil, err
+	}
+	l2, err := a.applyNowait(ctx, keys[half:])
+	if err != nil {
+		return nil, err
+	}
+	return slices.Concat(l1, l2), nil
+}
+
+// without returns the keys of all that are not in drop.
+func without(all, drop []rowkey.Key) []rowkey.Key {
+	skip := make(map[string]bool, len(drop))
+	for _, k := range drop {
+		skip[k.Encode()] = true
+	}
+	out := make([]rowkey.Key, 0, len(all)-len(drop))
+	for _, k := range all {
+		if !skip[k.Encode()] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func (a *Applier) applyWithRetry(ctx context.Context, db runner, keys []rowkey.Key, lock string) error {
 	var err error
 	for attempt := 0; attempt < 20; attempt++ {
-		err = a.applyOnce(ctx, db, keys)
+		err = a.applyOnce(ctx, db, keys, lock)
 		if err == nil || !dbconn.Retryable(err) {
 			break
 		}
@@ -229,8 +289,8 @@ func (a *Applier) applyWithRetry(ctx context.Context, db runner, keys []rowkey.K
 
 // applyOnce deletes keys from the shadow and copies them from the original in
 // one transaction, in statements of at most BatchSize keys.
-func (a *Applier) applyOnce(ctx context.Context, db runner, keys []rowkey.Key) error {
-	err := db.run(ctx, func(tx execer) error { return a.applyKeys(ctx, tx, keys) })
+func (a *Applier) applyOnce(ctx context.Context, db runner, keys []rowkey.Key, lock string) error {
+	err := db.run(ctx, func(tx execer) error { return a.applyKeys(ctx, tx, keys, lock) })
 	if err != nil {
 		return err
 	}
@@ -238,7 +298,7 @@ func (a *Applier) applyOnce(ctx context.Context, db runner, keys []rowkey.Key) e
 	return nil
 }
 
-func (a *Applier) applyKeys(ctx context.Context, tx execer, keys []rowkey.Key) error {
+func (a *Applier) applyKeys(ctx context.Context, tx execer, keys []rowkey.Key, lock string) error {
 	for i := 0; i < len(keys); i += a.cfg.BatchSize {
 		part := keys[i:min(i+a.cfg.BatchSize, len(keys))]
 		in, args := a.cfg.Key.InList(part)
@@ -249,9 +309,12 @@ func (a *Applier) applyKeys(ctx context.Context, tx execer, keys []rowkey.Key) e
 	for i := 0; i < len(keys); i += a.cfg.BatchSize {
 		part := keys[i:min(i+a.cfg.BatchSize, len(keys))]
 		in, args := a.cfg.Key.InList(part)
-		if _, err := tx.ExecContext(ctx, a.insertSQL+in, args...); err != nil {
+		if _, err := tx.ExecContext(ctx, a.insertSQL+in+lock, args...); err != nil {
 			if dbconn.ErrorNumber(err) == dbconn.ErrDupEntry {
 				return fmt.Errorf("%w: %v", ErrDuplicate, err)
+			}
+			if dbconn.ErrorNumber(err) == dbconn.ErrLockNowait {
+				return err // unwrapped: applyNowait splits the batch
 			}
 			return fmt.Errorf("apply: copy %d keys: %w", len(part), err)
 		}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/ranges"
 	"github.com/sluicedb/sluice/internal/rowkey"
 	"github.com/sluicedb/sluice/internal/schema"
 )
@@ -62,7 +63,7 @@ func Comparable(from, to schema.Column) bool {
 }
 
 // rowExpr returns the per-row hash input over cols: the values joined by '#'
-// (CONCAT_WS skips NULLs), then a string of NULL flags, so that NULL, '' and
+// (CONCAT_WS skips NULLs), then a string of NULL flags, so that NULL, ” and
 // shifted values hash differently. Character columns are read as bytes so that
 // columns of different character sets can be concatenated.
 func rowExpr(cols []Col) string {
@@ -93,7 +94,7 @@ func col(c schema.Column) Col {
 
 // Compare checksums the tables on conns, which must each be inside a
 // consistent-snapshot transaction of the same moment. conns[0] cuts the
-// chunks; the others compare them. It returns ErrMismatch (wrapped, naming the
+// chunks (package ranges); the others compare them. It returns ErrMismatch (wrapped, naming the
 // first differing range) when the tables differ. The key columns are always
 // part of every row's hash, so two rows can never swap values unnoticed.
 func Compare(ctx context.Context, conns []*sql.Conn, cfg Config) (Result, error) {
@@ -123,79 +124,37 @@ func Compare(ctx context.Context, conns []*sql.Conn, cfg Config) (Result, error)
 	dstQ := "SELECT COUNT(*), COALESCE(BIT_XOR(CRC32(" + rowExpr(dstCols) + ")), 0) FROM " +
 		cfg.Mapping.Target.Quoted() + " FORCE INDEX (PRIMARY) WHERE "
 
-	type span struct{ lo, hi rowkey.Key }
 	var chunks, rows atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
-	spans := make(chan span, len(conns))
+	spans := make(chan ranges.Span, len(conns))
+	cutter := &ranges.Cutter{
+		DB: conns[0], Table: cfg.Mapping.Source.Quoted(), Key: cfg.Key,
+		Size: func() int { return cfg.ChunkRows }, EstimatedRows: cfg.Mapping.Source.EstimatedRows,
+	}
 	g.Go(func() error {
 		defer close(spans)
-		base := "SELECT " + cfg.Key.SelectExprs() + " FROM " + cfg.Mapping.Source.Quoted() + " FORCE INDEX (PRIMARY) "
-		order := " ORDER BY " + cfg.Key.OrderBy() + " LIMIT 1 OFFSET ?"
-		var last rowkey.Key
-		for {
-			q, args := base, []any{}
-			if last != nil {
-				p, a := cfg.Key.Predicate(">", last)
-				q, args = q+"WHERE "+p, a
-			}
-			args = append(args, cfg.ChunkRows-1)
-			raw := make([][]byte, len(cfg.Key))
-			ptrs := make([]any, len(raw))
-			for i := range raw {
-				ptrs[i] = &raw[i]
-			}
-			err := conns[0].QueryRowContext(gctx, q+order, args...).Scan(ptrs...)
-			sp := span{lo: last}
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("checksum: cut chunk: %w", err)
-			}
-			if err == nil {
-				hi, err := cfg.Key.FromScan(raw)
-				if err != nil {
-					return fmt.Errorf("checksum: %w", err)
-				}
-				sp.hi = hi
-			}
-			select {
-			case spans <- sp:
-			case <-gctx.Done():
-				return gctx.Err()
-			}
-			if sp.hi == nil {
-				return nil
-			}
-			last = sp.hi
+		if err := cutter.Run(gctx, spans); err != nil {
+			return fmt.Errorf("checksum: %w", err)
 		}
+		return nil
 	})
 	for _, conn := range conns[1:] {
 		g.Go(func() error {
 			for sp := range spans {
-				var preds []string
-				var args []any
-				if sp.lo != nil {
-					p, a := cfg.Key.Predicate(">", sp.lo)
-					preds, args = append(preds, p), append(args, a...)
-				}
-				if sp.hi != nil {
-					p, a := cfg.Key.Predicate("<=", sp.hi)
-					preds, args = append(preds, p), append(args, a...)
-				}
-				where := "1=1"
-				if len(preds) > 0 {
-					where = strings.Join(preds, " AND ")
-				}
+				where, args := sp.Where(cfg.Key)
 				var n1, x1, n2, x2 string
 				if err := conn.QueryRowContext(gctx, srcQ+where, args...).Scan(&n1, &x1); err != nil {
-					return fmt.Errorf("checksum original (%v, %v]: %w", sp.lo, sp.hi, err)
+					return fmt.Errorf("checksum original (%v, %v]: %w", sp.Lo, sp.Hi, err)
 				}
 				if err := conn.QueryRowContext(gctx, dstQ+where, args...).Scan(&n2, &x2); err != nil {
-					return fmt.Errorf("checksum shadow (%v, %v]: %w", sp.lo, sp.hi, err)
+					return fmt.Errorf("checksum shadow (%v, %v]: %w", sp.Lo, sp.Hi, err)
 				}
 				if n1 != n2 || x1 != x2 {
-					return fmt.Errorf("%w in key range (%v, %v]: original has %s rows, shadow %s", ErrMismatch, sp.lo, sp.hi, n1, n2)
+					return fmt.Errorf("%w in key range (%v, %v]: original has %s rows, shadow %s", ErrMismatch, sp.Lo, sp.Hi, n1, n2)
 				}
 				var n int64
 				fmt.Sscan(n1, &n)
+				cutter.Observe(sp.Width, n)
 				rows.Add(n)
 				chunks.Add(1)
 			}

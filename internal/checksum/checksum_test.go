@@ -8,7 +8,9 @@ import (
 )
 
 func TestComparable(t *testing.T) {
-	c := func(dt, ct, cs string) schema.Column { return schema.Column{DataType: dt, ColumnType: ct, Charset: cs, Collation: cs + "_x"} }
+	c := func(dt, ct, cs string) schema.Column {
+		return schema.Column{DataType: dt, ColumnType: ct, Charset: cs, Collation: cs + "_x"}
+	}
 	cases := []struct {
 		from, to schema.Column
 		want     bool

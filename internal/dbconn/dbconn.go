@@ -51,13 +51,17 @@ func (c Config) Validate() error {
 //   - time_zone UTC: TIMESTAMP values keep their meaning whatever the server zone.
 //   - strict sql_mode without NO_ZERO_DATE: lossy conversions fail, existing zero
 //     dates still copy.
-//   - REPEATABLE READ: INSERT ... SELECT takes shared locks on the rows it reads,
-//     so it waits for transactions that are written to the binlog but not yet
-//     committed in InnoDB, and never copies a row's stale version.
+//   - READ COMMITTED: sluice's reads of the original that must see the latest
+//     committed row use an explicit FOR SHARE, which in READ COMMITTED takes
+//     record locks only, no gap locks, so the application's inserts and key
+//     updates never deadlock on a gap sluice holds. The locking read waits for
+//     a transaction already written to the binlog but not yet committed in
+//     InnoDB, so sluice never copies a row's stale version. (The checksum sets
+//     REPEATABLE READ itself for its consistent snapshots.)
 var SessionSettings = map[string]string{
 	"time_zone":                "'+00:00'",
 	"sql_mode":                 "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'",
-	"transaction_isolation":    "'REPEATABLE-READ'",
+	"transaction_isolation":    "'READ-COMMITTED'",
 	"innodb_lock_wait_timeout": "10",
 	"lock_wait_timeout":        "30",
 	"group_concat_max_len":     "1048576",
@@ -157,6 +161,7 @@ const (
 	ErrBadDB             = 1049
 	ErrQueryInterrupted  = 1317
 	ErrDBAccessDenied    = 1044
+	ErrLockNowait        = 3572
 	ErrTableAccessDenied = 1142
 )
 

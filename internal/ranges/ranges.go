@@ -1,0 +1,257 @@
+// Package ranges cuts a table's primary key into consecutive ranges of about
+// a requested number of rows, for the copier and the checksum. A single
+// integer key is cut by arithmetic between its minimum and maximum; any other
+// key is walked with keyset queries (WHERE key > last ORDER BY key LIMIT 1
+// OFFSET n). The first range is open below and the last open above, so the
+// ranges cover every key, including keys inserted outside the bounds while
+// the ranges are being used.
+package ranges
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/rowkey"
+)
+
+// Span is the key range (Lo, Hi]; a nil bound is open. Width is the number of
+// key values of a bounded range cut by arithmetic, else 0.
+type Span struct {
+	Lo, Hi rowkey.Key
+	Width  uint64
+}
+
+// Where returns the predicate selecting the span's rows, and its arguments.
+func (s Span) Where(key rowkey.Cols) (string, []any) {
+	var preds []string
+	var args []any
+	if s.Lo != nil {
+		p, a := key.Predicate(">", s.Lo)
+		preds, args = append(preds, p), append(args, a...)
+	}
+	if s.Hi != nil {
+		p, a := key.Predicate("<=", s.Hi)
+		preds, args = append(preds, p), append(args, a...)
+	}
+	if len(preds) == 0 {
+		return "1=1", nil
+	}
+	return strings.Join(preds, " AND "), args
+}
+
+// Querier runs a query: a *sql.DB, or a *sql.Conn inside a snapshot.
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Cutter produces spans. Size is asked before each span; Observe feeds back how
+// many rows a bounded span really held, which corrects the density estimate
+// of an integer key. Observe is safe for concurrent use with Run.
+type Cutter struct {
+	DB    Querier
+	Table string // quoted `db`.`table`
+	Key   rowkey.Cols
+	Size  func() int
+	// EstimatedRows seeds the density of an integer key (0: assume dense).
+	EstimatedRows int64
+
+	keys, rows atomic.Uint64
+}
+
+// Observe records that a span of width key values held rows rows.
+func (c *Cutter) Observe(width uint64, rows int64) {
+	if width > 0 && rows >= 0 {
+		c.keys.Add(width)
+		c.rows.Add(uint64(rows))
+	}
+}
+
+// Run sends spans to out until the key is covered or ctx ends. It does not
+// close out.
+func (c *Cutter) Run(ctx context.Context, out chan<- Span) error {
+	if unsigned, ok := c.Key.Integer(); ok {
+		return c.integers(ctx, out, unsigned)
+	}
+	return c.keyset(ctx, out)
+}
+
+func send(ctx context.Context, out chan<- Span, s Span) error {
+	select {
+	case out <- s:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Cutter) keyset(ctx context.Context, out chan<- Span) error {
+	base := "SELECT " + c.Key.SelectExprs() + " FROM " + c.Table + " FORCE INDEX (PRIMARY) "
+	order := " ORDER BY " + c.Key.OrderBy() + " LIMIT 1 OFFSET ?"
+	var last rowkey.Key
+	for {
+		q, args := base, []any{}
+		if last != nil {
+			p, a := c.Key.Predicate(">", last)
+			q, args = q+"WHERE "+p, a
+		}
+		args = append(args, max(1, c.Size())-1)
+		raw := make([][]byte, len(c.Key))
+		ptrs := make([]any, len(raw))
+		for i := range raw {
+			ptrs[i] = &raw[i]
+		}
+		err := c.DB.QueryRowContext(ctx, q+order, args...).Scan(ptrs...)
+		sp := Span{Lo: last}
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return fmt.Errorf("find a range boundary after %v: %w", last, err)
+		default:
+			if sp.Hi, err = c.Key.FromScan(raw); err != nil {
+				return fmt.Errorf("range boundary: %w", err)
+			}
+		}
+		if err := send(ctx, out, sp); err != nil {
+			return err
+		}
+		if sp.Hi == nil {
+			return nil
+		}
+		last = sp.Hi
+	}
+}
+
+// integers cuts a single integer key by arithmetic. Values are handled as
+// uint64 offsets from the minimum (two's complement for signed keys).
+func (c *Cutter) integers(ctx context.Context, out chan<- Span, unsigned bool) error {
+	col := dbconn.QuoteIdent(c.Key[0].Name)
+	var lo, hi sql.NullString
+	if err := c.DB.QueryRowContext(ctx, "SELECT MIN("+col+"), MAX("+col+") FROM "+c.Table).Scan(&lo, &hi); err != nil {
+		return fmt.Errorf("read key bounds: %w", err)
+	}
+	if !lo.Valid {
+		return send(ctx, out, Span{}) // empty: one open range
+	}
+	min, max, err := parseBounds(lo.String, hi.String, unsigned)
+	if err != nil {
+		return err
+	}
+	total := max - min
+	density := 1.0
+	if c.EstimatedRows > 0 && total > 0 {
+		density = math.Min(1, float64(c.EstimatedRows)/float64(total+1))
+	}
+	value := func(off uint64) rowkey.Key {
+		if unsigned {
+			return rowkey.Key{min + off}
+		}
+		return rowkey.Key{int64(min + off)}
+	}
+	p := &Planner{Total: total, Density: density}
+	for {
+		d, ok := c.density()
+		s, more := p.Next(c.Size(), d, ok)
+		if !more {
+			return nil
+		}
+		sp := Span{Width: s.Width}
+		if s.HasLo {
+			sp.Lo = value(s.Lo)
+		}
+		if s.HasHi {
+			sp.Hi = value(s.Hi)
+		}
+		if err := send(ctx, out, sp); err != nil {
+			return err
+		}
+	}
+}
+
+// density returns the observed rows per key value, or ok=false before any
+// range has been observed.
+func (c *Cutter) density() (float64, bool) {
+	k, r := c.keys.Load(), c.rows.Load()
+	if k == 0 || r == 0 {
+		return 0, false
+	}
+	return math.Max(1e-9, math.Min(1, float64(r)/float64(k))), true
+}
+
+// OffsetSpan is a span over offsets 0..total from the key's minimum.
+type OffsetSpan struct {
+	Lo, Hi       uint64 // exclusive lower and inclusive upper offset
+	HasLo, HasHi bool
+	Width        uint64
+}
+
+// Planner yields, one at a time, the spans covering offsets 0..Total. It is
+// pure: Next's inputs decide each span.
+type Planner struct {
+	Total   uint64
+	Density float64 // rows per key value, in (0, 1]
+	prev    uint64
+	started bool
+	done    bool
+}
+
+// Next returns the next span of about size rows, using observed as the
+// density when ok, and false once the last (open-ended) span was returned.
+func (p *Planner) Next(size int, observed float64, ok bool) (OffsetSpan, bool) {
+	if p.done {
+		return OffsetSpan{}, false
+	}
+	if ok {
+		p.Density = observed
+	}
+	d := p.Density
+	if d <= 0 || d > 1 {
+		d = 1
+	}
+	step := uint64(math.Min(math.Max(1, float64(max(size, 1))/d), float64(math.MaxUint64/2)))
+	var end uint64
+	if !p.started {
+		end = step - 1
+	} else {
+		end = p.prev + step
+	}
+	if end >= p.Total || end < p.prev {
+		p.done = true
+		return OffsetSpan{Lo: p.prev, HasLo: p.started}, true
+	}
+	s := OffsetSpan{Lo: p.prev, HasLo: p.started, Hi: end, HasHi: true}
+	if p.started {
+		s.Width = step
+	}
+	p.prev, p.started = end, true
+	return s, true
+}
+
+func parseBounds(lo, hi string, unsigned bool) (uint64, uint64, error) {
+	if unsigned {
+		a, err := strconv.ParseUint(lo, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("key minimum %q: %w", lo, err)
+		}
+		b, err := strconv.ParseUint(hi, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("key maximum %q: %w", hi, err)
+		}
+		return a, b, nil
+	}
+	a, err := strconv.ParseInt(lo, 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("key minimum %q: %w", lo, err)
+	}
+	b, err := strconv.ParseInt(hi, 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("key maximum %q: %w", hi, err)
+	}
+	return uint64(a), uint64(b), nil
+}
