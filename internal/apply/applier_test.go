@@ -42,12 +42,12 @@ func TestLockedRowsAreRequeuedNotLost(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The application locks rows 7 and 31 in an open transaction.
+	// The application locks rows 1 and 3 in an open transaction.
 	app, err := db.Begin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := app.Exec("UPDATE src SET v = v + 100 WHERE id IN (7, 31)"); err != nil {
+	if _, err := app.Exec("UPDATE src SET v = v + 100 WHERE id IN (1, 3)"); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 40; i++ {
@@ -69,8 +69,8 @@ func TestLockedRowsAreRequeuedNotLost(t *testing.T) {
 		got[i] = k[0].(int64)
 	}
 	slices.Sort(got)
-	if !slices.Equal(got, []int64{7, 31}) {
-		t.Fatalf("locked keys = %v, want [7 31]", got)
+	if !slices.Equal(got, []int64{1, 3}) {
+		t.Fatalf("locked keys = %v, want [1 3]", got)
 	}
 	sched.Done(without(batch, locked))
 	sched.Requeue(locked)
