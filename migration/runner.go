@@ -242,9 +242,15 @@ func (r *Runner) waitBacklog(ctx context.Context, limit int) error {
 }
 
 // pauseApply holds the scheduler and waits for batches in flight to finish.
+// A batch takes milliseconds; one still in flight after a minute is a bug,
+// reported rather than waited on forever.
 func (r *Runner) pauseApply(ctx context.Context) error {
 	r.sched.Hold(true)
+	deadline := time.Now().Add(time.Minute)
 	for r.sched.InFlight() > 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the apply workers did not pause within a minute (%d keys in flight)", r.sched.InFlight())
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
