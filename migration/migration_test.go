@@ -229,10 +229,7 @@ func TestUniqueKeyOverExistingDuplicatesFails(t *testing.T) {
 func TestUniqueKeyDuplicateArrivingThroughBinlogFails(t *testing.T) {
 	db := testdb.New(t)
 	db.MustExec(t, "CREATE TABLE u (id INT PRIMARY KEY, email VARCHAR(50))")
-	for i := 1; i <= 20000; i += 1000 {
-		db.MustExec(t, fmt.Sprintf(`INSERT INTO u SELECT n, CONCAT('user', n, '@x') FROM (WITH RECURSIVE s(n) AS
-			(SELECT %d UNION ALL SELECT n + 1 FROM s WHERE n < %d) SELECT n FROM s) x`, i, i+999))
-	}
+	db.Fill(t, "u", 20000, "n, CONCAT('user', n, '@x')")
 	cfg := config(t, db, "u", "ADD UNIQUE KEY uk_email (email)")
 	var inserted bool
 	cfg.OnPhase = func(name string) {
@@ -319,10 +316,7 @@ func TestMalformedAlterRefusedBeforeConnecting(t *testing.T) {
 func TestCancelDuringCopyLeavesOriginalIntact(t *testing.T) {
 	db := testdb.New(t)
 	db.MustExec(t, "CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(200))")
-	for i := 0; i < 60; i++ {
-		db.MustExec(t, fmt.Sprintf(`INSERT INTO big SELECT n, REPEAT('v', 200) FROM (WITH RECURSIVE s(n) AS
-			(SELECT %d UNION ALL SELECT n + 1 FROM s WHERE n < %d) SELECT n FROM s) x`, i*1000+1, i*1000+1000))
-	}
+	db.Fill(t, "big", 60000, "n, REPEAT('v', 200)")
 	before := snapshot(t, db, "big")
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := config(t, db, "big", "ADD COLUMN x INT")

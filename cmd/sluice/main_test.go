@@ -136,10 +136,7 @@ func TestPasswordFromFileAndOptionFile(t *testing.T) {
 func TestInterruptMidCopy(t *testing.T) {
 	db := testdb.New(t)
 	db.MustExec(t, "CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(200))")
-	for i := 0; i < 60; i++ {
-		db.MustExec(t, fmt.Sprintf(`INSERT INTO big SELECT n, REPEAT('v', 200) FROM (WITH RECURSIVE s(n) AS
-			(SELECT %d UNION ALL SELECT n + 1 FROM s WHERE n < %d) SELECT n FROM s) x`, i*1000+1, i*1000+1000))
-	}
+	db.Fill(t, "big", 60000, "n, REPEAT('v', 200)")
 	before := fmt.Sprint(db.Dump(t, "big", "*", "id"))
 	args := append(target(db, "big"), "--alter", "ADD COLUMN x INT", "--chunk-time", "1ms", "--threads", "1", "--progress-interval", "100ms")
 	args = slices.DeleteFunc(args, func(s string) bool { return s == "--quiet" })

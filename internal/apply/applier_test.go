@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -20,7 +21,7 @@ func TestLockedRowsAreRequeuedNotLost(t *testing.T) {
 	db := testdb.New(t)
 	db.MustExec(t, "CREATE TABLE src (id INT PRIMARY KEY, v INT)", "CREATE TABLE dst (id INT PRIMARY KEY, v INT)")
 	for i := 1; i <= 40; i++ {
-		db.MustExec(t, "INSERT INTO src VALUES ("+itoa(i)+", "+itoa(i)+")")
+		db.MustExec(t, fmt.Sprintf("INSERT INTO src VALUES (%d, %d)", i, i))
 	}
 	ctx := context.Background()
 	src, err := schema.Load(ctx, db.DB, db.Name, "src")
@@ -103,5 +104,3 @@ func TestLockedRowsAreRequeuedNotLost(t *testing.T) {
 		t.Errorf("dst has %d rows summing to %d, want 40 and 1020", n, sum)
 	}
 }
-
-func itoa(i int) string { return string(rune('0'+i/10)) + string(rune('0'+i%10)) }

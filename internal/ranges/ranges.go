@@ -233,25 +233,27 @@ func (p *Planner) Next(size int, observed float64, ok bool) (OffsetSpan, bool) {
 	return s, true
 }
 
+// parseBounds reads MIN and MAX of an integer key as uint64 (two's complement
+// for a signed key, so that max-min is the width of the range either way).
 func parseBounds(lo, hi string, unsigned bool) (uint64, uint64, error) {
-	if unsigned {
-		a, err := strconv.ParseUint(lo, 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("key minimum %q: %w", lo, err)
+	parse := func(what, v string) (uint64, error) {
+		if unsigned {
+			u, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("key %s %q: %w", what, v, err)
+			}
+			return u, nil
 		}
-		b, err := strconv.ParseUint(hi, 10, 64)
+		i, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("key maximum %q: %w", hi, err)
+			return 0, fmt.Errorf("key %s %q: %w", what, v, err)
 		}
-		return a, b, nil
+		return uint64(i), nil
 	}
-	a, err := strconv.ParseInt(lo, 10, 64)
+	a, err := parse("minimum", lo)
 	if err != nil {
-		return 0, 0, fmt.Errorf("key minimum %q: %w", lo, err)
+		return 0, 0, err
 	}
-	b, err := strconv.ParseInt(hi, 10, 64)
-	if err != nil {
-		return 0, 0, fmt.Errorf("key maximum %q: %w", hi, err)
-	}
-	return uint64(a), uint64(b), nil
+	b, err := parse("maximum", hi)
+	return a, b, err
 }

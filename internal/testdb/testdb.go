@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -144,4 +145,17 @@ func (d *DB) Dump(t testing.TB, table, cols, orderBy string) [][]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// Fill inserts rows n = 1..count into table, in statements of 1,000 rows;
+// selectList is the SELECT list of each row and may use n, e.g.
+// "n, REPEAT('v', 200)".
+func (d *DB) Fill(t testing.TB, table string, count int, selectList string) {
+	t.Helper()
+	for lo := 1; lo <= count; lo += 1000 {
+		hi := min(lo+999, count)
+		d.MustExec(t, fmt.Sprintf("INSERT INTO %s SELECT %s FROM (WITH RECURSIVE s(n) AS "+
+			"(SELECT %d UNION ALL SELECT n + 1 FROM s WHERE n < %d) SELECT n FROM s) x",
+			dbconn.QuoteIdent(table), selectList, lo, hi))
+	}
 }
