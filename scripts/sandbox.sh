@@ -84,8 +84,30 @@ skip-name-resolve
 CNF
 }
 
+# running: the pid file names a live mysqld (not a zombie, not a reused pid).
 running() {
-  [ -f "$CHROOT$RUNDIR/mysqld.pid" ] && kill -0 "$(cat "$CHROOT$RUNDIR/mysqld.pid")" 2>/dev/null
+  local pid
+  pid=$(cat "$CHROOT$RUNDIR/mysqld.pid" 2>/dev/null) || return 1
+  [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = mysqld ] || return 1
+  [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]
+}
+
+# wait_ready: the server answers within two minutes (crash recovery included).
+wait_ready() {
+  for _ in $(seq 1 240); do
+    mysql_root -e 'SELECT 1' >/dev/null 2>&1 && return 0
+    sleep 0.5
+  done
+  return 1
+}
+
+# others: pids of live mysqld processes using this sandbox's config.
+others() {
+  local p
+  for p in $(pgrep -f "mysqld --defaults-file=/etc/sluice/my.cnf" || true); do
+    [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] && echo "$p"
+  done
+  return 0
 }
 
 mysql_root() { in_chroot mysql --no-defaults -uroot --socket="$RUNDIR/mysqld.sock" "$@"; }
@@ -102,16 +124,14 @@ up() {
     in_chroot mysqld --defaults-file=/etc/sluice/my.cnf --initialize-insecure --user=root \
       || die "mysqld --initialize failed; see $CHROOT$DATADIR/error.log"
   fi
-  if ! running; then
+  if ! running && [ -z "$(others)" ]; then
     log "starting mysqld on 127.0.0.1:$PORT"
+    rm -f "$CHROOT$RUNDIR/mysqld.pid"
     chroot "$CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin \
       setsid mysqld --defaults-file=/etc/sluice/my.cnf </dev/null >/dev/null 2>&1 &
-    for _ in $(seq 1 120); do
-      mysql_root -e 'SELECT 1' >/dev/null 2>&1 && break
-      sleep 0.5
-    done
-    mysql_root -e 'SELECT 1' >/dev/null 2>&1 || die "mysqld did not start; see $CHROOT$DATADIR/error.log"
+    sleep 1
   fi
+  wait_ready || die "mysqld is not answering; see $CHROOT$DATADIR/error.log"
   # The sandbox's own accounts: root over TCP without a password (sandbox only),
   # and a password account for tests of password handling.
   mysql_root -e "CREATE USER IF NOT EXISTS 'sluice'@'127.0.0.1' IDENTIFIED BY 'sluice-sandbox';
@@ -126,10 +146,12 @@ env_line() {
 }
 
 down() {
-  if running; then
+  local pids
+  pids=$(others)
+  if [ -n "$pids" ]; then
     log "stopping mysqld"
-    kill "$(cat "$CHROOT$RUNDIR/mysqld.pid")"
-    for _ in $(seq 1 120); do running || break; sleep 0.5; done
+    kill $pids 2>/dev/null || true
+    for _ in $(seq 1 120); do [ -z "$(others)" ] && break; sleep 0.5; done
   fi
   mountpoint -q "$CHROOT/proc" && umount "$CHROOT/proc" || true
 }
