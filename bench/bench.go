@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +23,7 @@ type Options struct {
 	LoadRatio   float64
 	Baseline    time.Duration // load before each timed ALTER (default 10s)
 	SkipFull    bool          // skip the unthrottled-load runs
+	SluiceArgs  []string      // extra flags for every sluice run
 	Out         io.Writer
 }
 
@@ -40,6 +42,7 @@ type result struct {
 	before  Window
 	during  Window
 	rssMB   float64
+	phases  string // sluice's phase timings
 	loaded  bool
 	failure string
 }
@@ -72,6 +75,7 @@ func Run(ctx context.Context, o Options) error {
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
 
 	var results []result
+	var phases string // set by the sluice runs
 	timed := func(name, load string, rate float64, op func(context.Context) (float64, error)) error {
 		if err := s.reset(ctx, o.Rows); err != nil {
 			return err
@@ -91,8 +95,9 @@ func Run(ctx context.Context, o Options) error {
 			from = l.Since()
 		}
 		start := time.Now()
+		phases = ""
 		rss, err := op(ctx)
-		r.wall, r.rssMB = time.Since(start), rss
+		r.wall, r.rssMB, r.phases = time.Since(start), rss, phases
 		if err != nil {
 			r.failure = err.Error()
 		}
@@ -115,7 +120,11 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	sluice := func(alter string) func(context.Context) (float64, error) {
-		return func(ctx context.Context) (float64, error) { return s.runSluice(ctx, o.Sluice, alter) }
+		return func(ctx context.Context) (float64, error) {
+			rss, p, err := s.runSluice(ctx, o.Sluice, alter, o.SluiceArgs)
+			phases = p
+			return rss, err
+		}
 	}
 
 	// Idle.
@@ -188,13 +197,21 @@ func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
 		}
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "\nsluice phases (seconds):")
+	for _, r := range rs {
+		if r.phases != "" {
+			fmt.Fprintf(w, "  %-24s %-12s %s\n", strings.TrimPrefix(r.name, "sluice "), r.load, r.phases)
+		}
+	}
 }
 
 // runSluice runs the sluice binary on the benchmark table and returns its peak
-// resident memory in MB.
-func (s *Server) runSluice(ctx context.Context, bin, alter string) (float64, error) {
-	cmd := exec.CommandContext(ctx, bin, "migrate", "--host", s.Conn.Host, "--port", strconv.Itoa(s.Conn.Port),
-		"--user", s.Conn.User, "--database", benchDB, "--table", "sbtest1", "--alter", alter, "--drop-old", "--quiet")
+// resident memory in MB and its phase timings.
+func (s *Server) runSluice(ctx context.Context, bin, alter string, extra []string) (float64, string, error) {
+	args := append([]string{"migrate", "--host", s.Conn.Host, "--port", strconv.Itoa(s.Conn.Port),
+		"--user", s.Conn.User, "--database", benchDB, "--table", "sbtest1", "--alter", alter, "--drop-old",
+		"--progress-interval", "1h"}, extra...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = os.Environ()
 	if s.Conn.Password != "" {
 		cmd.Env = append(cmd.Env, "MYSQL_PWD="+s.Conn.Password)
@@ -205,9 +222,29 @@ func (s *Server) runSluice(ctx context.Context, bin, alter string) (float64, err
 		rss = float64(ru.Maxrss) / 1024
 	}
 	if err != nil {
-		return rss, fmt.Errorf("sluice: %v: %s", err, strings.TrimSpace(string(out)))
+		return rss, "", fmt.Errorf("sluice: %v: %s", err, lastLine(string(out)))
 	}
-	return rss, nil
+	return rss, phaseTimes(string(out)), nil
+}
+
+var phaseDone = regexp.MustCompile(`msg="phase done" phase=(\S+) took=(\S+)`)
+
+// phaseTimes extracts "copy 3.9 index 1.1 ..." from sluice's log.
+func phaseTimes(log string) string {
+	var parts []string
+	for _, m := range phaseDone.FindAllStringSubmatch(log, -1) {
+		d, err := time.ParseDuration(m[2])
+		if err != nil || d < 50*time.Millisecond {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.1f", m[1], d.Seconds()))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
 
 // prepareTemplate makes sure sbtest_tpl.sbtest1 holds rows rows, preparing it

@@ -16,3 +16,12 @@ func TestWindow(t *testing.T) {
 		t.Errorf("empty window: %+v", w)
 	}
 }
+
+func TestPhaseTimes(t *testing.T) {
+	log := `time=x level=INFO msg="phase done" phase=preflight took=11ms
+time=x level=INFO msg="phase done" phase=copy took=3.983s
+time=x level=INFO msg="phase done" phase=checksum took=1.46s`
+	if got := phaseTimes(log); got != "copy 4.0, checksum 1.5" {
+		t.Errorf("got %q", got)
+	}
+}
