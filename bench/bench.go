@@ -176,7 +176,7 @@ func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
 	fmt.Fprintf(w, "\nsluice benchmark: %d-row sysbench sbtest1, MySQL sandbox, %d-thread oltp_read_write load (capacity %.0f tps)\n", rows, threads, capacity)
 	fmt.Fprintf(w, "F = native in-place rebuild, idle = %s; times are multiples of F, measured in this run\n\n", f.Round(time.Millisecond))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ALTER\tload\tx F\tTPS before\tTPS during (mean)\tkept\tlowest TPS/s\tzero-TPS s\tsluice max RSS")
+	fmt.Fprintln(tw, "ALTER\tload\tx F\tTPS before\tTPS during (mean)\tkept\tlowest TPS/s\tzero-TPS s\tapp errors\tsluice max RSS")
 	for _, r := range rs {
 		x := float64(r.wall) / float64(f)
 		rss := ""
@@ -188,9 +188,9 @@ func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
 			if r.before.Mean > 0 {
 				kept = r.during.Mean / r.before.Mean * 100
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.0f\t%.0f\t%.0f%%\t%.0f\t%d\t%s\n", r.name, r.load, x, r.before.Mean, r.during.Mean, kept, r.during.Min, r.during.Zero, rss)
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.0f\t%.0f\t%.0f%%\t%.0f\t%d\t%.0f\t%s\n", r.name, r.load, x, r.before.Mean, r.during.Mean, kept, r.during.Min, r.during.Zero, r.during.Errors, rss)
 		} else {
-			fmt.Fprintf(tw, "%s\t%s\t%.2f\t-\t-\t-\t-\t-\t%s\n", r.name, r.load, x, rss)
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t-\t-\t-\t-\t-\t-\t%s\n", r.name, r.load, x, rss)
 		}
 		if r.failure != "" {
 			fmt.Fprintf(tw, "  FAILED: %s\t\t\t\t\t\t\t\t\n", r.failure)

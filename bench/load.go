@@ -17,12 +17,13 @@ import (
 type Load struct {
 	cmd   *exec.Cmd
 	start time.Time
-	mu    sync.Mutex // protects tps
+	mu    sync.Mutex // protects tps and errs
 	tps   []float64  // tps[i] is the throughput of second i+1
+	errs  []float64  // errs[i] is the failed transactions (deadlocks...) of second i+1
 	done  chan struct{}
 }
 
-var reportLine = regexp.MustCompile(`^\[ (\d+)s \] thds: \d+ tps: ([0-9.]+)`)
+var reportLine = regexp.MustCompile(`^\[ (\d+)s \] thds: \d+ tps: ([0-9.]+) .* err/s: ([0-9.]+)`)
 
 // StartLoad starts sysbench with threads threads at rate transactions a
 // second (0: unthrottled) for at most maxDur.
@@ -50,11 +51,13 @@ func (s *Server) StartLoad(ctx context.Context, db string, threads int, rate flo
 			}
 			sec, _ := strconv.Atoi(m[1])
 			v, _ := strconv.ParseFloat(m[2], 64)
+			e, _ := strconv.ParseFloat(m[3], 64)
 			l.mu.Lock()
 			for len(l.tps) < sec {
 				l.tps = append(l.tps, 0)
+				l.errs = append(l.errs, 0)
 			}
-			l.tps[sec-1] = v
+			l.tps[sec-1], l.errs[sec-1] = v, e
 			l.mu.Unlock()
 		}
 	}()
@@ -76,13 +79,16 @@ type Window struct {
 	Mean, Min float64
 	Zero      int // seconds with no transaction at all
 	Seconds   int
+	Errors    float64 // failed transactions in all
 }
 
 // Between summarises the whole seconds in [from, to].
 func (l *Load) Between(from, to time.Duration) Window {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return window(l.tps, from, to)
+	w := window(l.tps, from, to)
+	w.Errors = window(l.errs, from, to).Mean * float64(w.Seconds)
+	return w
 }
 
 // window is Between's pure core: second i of tps covers (i, i+1] seconds.

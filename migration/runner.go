@@ -428,7 +428,8 @@ func (r *Runner) reportProgress(ctx context.Context) {
 		if c := r.copier; c != nil {
 			copied, est := c.Rows(), max(r.orig.EstimatedRows, 1)
 			pct := min(100, float64(copied)*100/float64(est))
-			attrs = append(attrs, "copied", copied, "estimated", est, "pct", fmt.Sprintf("%.1f", pct), "chunk", c.ChunkSize())
+			attrs = append(attrs, "copied", copied, "estimated", est, "pct", fmt.Sprintf("%.1f", pct), "chunk", c.ChunkSize(),
+				"lock_retries", c.LockRetries())
 			if r.Phase() == "copy" && copied > 0 {
 				el := time.Since(start)
 				eta := time.Duration(float64(el) * float64(max(est-copied, 0)) / float64(copied))

@@ -13,6 +13,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -48,7 +49,17 @@ type Copier struct {
 	rows   atomic.Int64
 	chunks atomic.Int64
 	cutter *ranges.Cutter
+	// lockRetries counts ranges retried because a row was locked.
+	lockRetries atomic.Int64
 }
+
+// maxNowait is how many times a range meets a locked row before the copy
+// waits for the lock instead.
+const maxNowait = 100
+
+// LockRetries returns how often a range was retried because the application
+// held a lock on one of its rows.
+func (c *Copier) LockRetries() int64 { return c.lockRetries.Load() }
 
 // New validates cfg.
 func New(cfg Config) (*Copier, error) {
@@ -108,12 +119,22 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 	where, args := sp.Where(c.cfg.Key)
 	// FOR SHARE: wait for rows whose change is in the binlog but not yet
 	// committed, so the copy never reads a stale version (see dbconn).
-	q := c.cfg.Mapping.CopySQL() + where + " FOR SHARE"
+	// NOWAIT first: while sluice never waits for a lock the application
+	// holds, it is never part of a lock-wait cycle, so the application is
+	// never made a deadlock victim by it. A range that meets a locked row is
+	// retried after a pause (application locks last milliseconds); only
+	// after many tries does the copy wait for the lock.
+	base := c.cfg.Mapping.CopySQL() + where
 	var err error
-	for attempt := 0; attempt < 20; attempt++ {
+	nowaits := 0
+	for attempt := 0; attempt < 20; {
+		lock := " FOR SHARE NOWAIT"
+		if nowaits >= maxNowait {
+			lock = " FOR SHARE"
+		}
 		start := time.Now()
 		var res sql.Result
-		res, err = c.cfg.DB.ExecContext(ctx, q, args...)
+		res, err = c.cfg.DB.ExecContext(ctx, base+lock, args...)
 		if err == nil {
 			n, _ := res.RowsAffected()
 			c.rows.Add(n)
@@ -124,16 +145,24 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 			c.cutter.Observe(sp.Width, n)
 			return nil
 		}
-		if dbconn.ErrorNumber(err) == dbconn.ErrDupEntry {
+		var pause time.Duration
+		switch n := dbconn.ErrorNumber(err); {
+		case n == dbconn.ErrDupEntry:
 			return fmt.Errorf("%w: %v", ErrDuplicate, err)
-		}
-		if !dbconn.Retryable(err) {
-			break
+		case n == dbconn.ErrLockNowait:
+			nowaits++
+			c.lockRetries.Add(1)
+			pause = time.Duration(1+rand.IntN(5)) * time.Millisecond
+		case dbconn.Retryable(err):
+			attempt++
+			pause = time.Duration(attempt) * 20 * time.Millisecond
+		default:
+			return fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
+		case <-time.After(pause):
 		}
 	}
 	return fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err)

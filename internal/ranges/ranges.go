@@ -175,13 +175,21 @@ func (c *Cutter) integers(ctx context.Context, out chan<- Span, unsigned bool) e
 }
 
 // density returns the observed rows per key value, or ok=false before any
-// range has been observed.
+// range has been observed. Empty ranges count: (rows+1)/(keys+1) falls fast
+// over empty key space, so a sparse key is crossed in few ranges even when
+// the row estimate was wrong (information_schema caches it).
 func (c *Cutter) density() (float64, bool) {
 	k, r := c.keys.Load(), c.rows.Load()
-	if k == 0 || r == 0 {
+	if k == 0 {
 		return 0, false
 	}
-	return math.Max(1e-9, math.Min(1, float64(r)/float64(k))), true
+	return Density(k, r), true
+}
+
+// Density is the smoothed rows-per-key-value of ranges spanning keys values
+// and holding rows rows, in (0, 1].
+func Density(keys, rows uint64) float64 {
+	return math.Max(1e-18, math.Min(1, (float64(rows)+1)/(float64(keys)+1)))
 }
 
 // OffsetSpan is a span over offsets 0..total from the key's minimum.

@@ -78,3 +78,32 @@ func TestPlannerSingleValue(t *testing.T) {
 		t.Errorf("a one-value key is one open span: %+v", spans)
 	}
 }
+
+func TestDensityFallsOverEmptyRanges(t *testing.T) {
+	if d := Density(1000, 1000); d != 1 {
+		t.Errorf("dense: %v", d)
+	}
+	// An empty range of 500 values: the next step is about 500 times longer.
+	if d := Density(500, 0); d > 0.0021 || d < 0.0019 {
+		t.Errorf("after one empty range: %v", d)
+	}
+	// Crossing 2^64 values from a density-1 start takes few empty ranges.
+	p := &Planner{Total: math.MaxUint64, Density: 1}
+	var keys uint64
+	n := 0
+	for {
+		d, ok := 0.0, keys > 0
+		if ok {
+			d = Density(keys, 0)
+		}
+		s, more := p.Next(500, d, ok)
+		if !more {
+			break
+		}
+		keys += s.Width
+		n++
+		if n > 200 {
+			t.Fatalf("still cutting after %d ranges", n)
+		}
+	}
+}
