@@ -356,3 +356,91 @@ func TestCancelDuringCopyLeavesOriginalIntact(t *testing.T) {
 	}
 	conn.ExecContext(context.Background(), "UNLOCK TABLES")
 }
+
+// TestCutoverLockWaitIsBounded holds a long transaction on the table so the
+// cut-over cannot lock it: every attempt gives up within the bound, a query
+// of the application queued behind an attempt waits no longer than that,
+// and the migration fails cleanly.
+func TestCutoverLockWaitIsBounded(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+	db.Fill(t, "t", 2000, "n, n")
+	ctx := context.Background()
+	blocker, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close()
+	cfg := config(t, db, "t", "ADD COLUMN x INT")
+	cfg.CutoverLockTimeout = time.Second
+	cfg.CutoverAttempts = 2
+	probeDone := make(chan time.Duration, 1)
+	cfg.OnPhase = func(name string) {
+		if name != "cut-over" {
+			return
+		}
+		// A transaction that read the table holds its metadata lock until it ends.
+		if _, err := blocker.ExecContext(ctx, "BEGIN"); err != nil {
+			t.Error(err)
+		}
+		if _, err := blocker.ExecContext(ctx, "SELECT COUNT(*) FROM t"); err != nil {
+			t.Error(err)
+		}
+		go func() {
+			time.Sleep(300 * time.Millisecond) // while the first attempt waits
+			start := time.Now()
+			var n int
+			db.QueryRow("SELECT COUNT(*) FROM t WHERE id > 0").Scan(&n)
+			probeDone <- time.Since(start)
+		}()
+	}
+	r, err := migration.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = r.Run(ctx)
+	took := time.Since(start)
+	blocker.ExecContext(ctx, "COMMIT")
+	if err == nil || !strings.Contains(err.Error(), "could not lock") {
+		t.Fatalf("want a lock timeout, got %v", err)
+	}
+	if took > 15*time.Second {
+		t.Errorf("the migration took %s to give up", took)
+	}
+	wait := <-probeDone
+	t.Logf("an application query queued behind a cut-over attempt waited %s; the migration gave up after %s", wait, took)
+	if wait > 1500*time.Millisecond {
+		t.Errorf("an application query waited %s behind the cut-over, more than its 1s bound", wait)
+	}
+	if wait < 200*time.Millisecond {
+		t.Errorf("the probe query waited only %s: it never queued behind the lock attempt, so the test proves nothing", wait)
+	}
+	if tables := db.Tables(t); !slices.Equal(tables, []string{"t"}) {
+		t.Errorf("leftovers: %v", tables)
+	}
+}
+
+// TestMissingPrivilegeNamed runs as an account without LOCK TABLES and the
+// replication privileges: preflight names what is missing.
+func TestMissingPrivilegeNamed(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY)")
+	user := "lp_" + db.Name[len(db.Name)-8:]
+	db.MustExec(t, "CREATE USER '"+user+"'@'127.0.0.1' IDENTIFIED BY 'pw-x1'",
+		"GRANT SELECT, INSERT, DELETE, CREATE, DROP, ALTER ON `"+db.Name+"`.* TO '"+user+"'@'127.0.0.1'")
+	t.Cleanup(func() { db.Exec("DROP USER '" + user + "'@'127.0.0.1'") })
+	cfg := config(t, db, "t", "ADD COLUMN x INT")
+	cfg.Conn.User, cfg.Conn.Password = user, "pw-x1"
+	r, err := migration.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "LOCK TABLES, REPLICATION CLIENT, REPLICATION SLAVE") {
+		t.Fatalf("got %v", err)
+	}
+	if strings.Contains(err.Error(), "pw-x1") {
+		t.Error("the password shows in the error")
+	}
+}
