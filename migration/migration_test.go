@@ -444,3 +444,91 @@ func TestMissingPrivilegeNamed(t *testing.T) {
 		t.Error("the password shows in the error")
 	}
 }
+
+// TestTableChangesDuringMigrationStopIt alters the table, or writes to it
+// with statement-format binlogging, while sluice copies it: either makes the
+// captured keys untrustworthy, so the migration must stop, drop its shadow
+// table and leave the original alone.
+func TestTableChangesDuringMigrationStopIt(t *testing.T) {
+	cases := []struct {
+		name  string
+		stmts []string
+		want  string
+	}{
+		{"ddl", []string{"ALTER TABLE t ADD COLUMN y INT"}, "ALTER TABLE on"},
+		{"statement-format write", []string{"SET SESSION transaction_isolation = 'REPEATABLE-READ'", "SET SESSION binlog_format = 'STATEMENT'", "UPDATE t SET v = v + 1 WHERE id < 10"}, "statement-format write"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			db := testdb.New(t)
+			db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+			db.Fill(t, "t", 5000, "n, n")
+			cfg := config(t, db, "t", "ADD COLUMN x INT")
+			cfg.OnPhase = func(name string) {
+				if name != "copy" {
+					return
+				}
+				conn, err := db.Conn(context.Background())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer conn.Close()
+				for _, s := range c.stmts {
+					if _, err := conn.ExecContext(context.Background(), s); err != nil {
+						t.Errorf("%s: %v", s, err)
+					}
+				}
+				conn.ExecContext(context.Background(), "SET SESSION binlog_format = 'ROW'")
+				time.Sleep(300 * time.Millisecond) // let the binlog reader see it
+			}
+			r, err := migration.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = r.Run(context.Background())
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("want an error containing %q, got %v", c.want, err)
+			}
+			if tables := db.Tables(t); !slices.Equal(tables, []string{"t"}) {
+				t.Errorf("leftovers: %v", tables)
+			}
+		})
+	}
+}
+
+// TestTwoMigrationsOfOneTable starts a second migration while the first one
+// copies: the second refuses at once and the first completes.
+func TestTwoMigrationsOfOneTable(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+	db.Fill(t, "t", 20000, "n, n")
+	cfg := config(t, db, "t", "ADD COLUMN x INT")
+	var second error
+	cfg.OnPhase = func(name string) {
+		if name != "copy" {
+			return
+		}
+		r2, err := migration.New(config(t, db, "t", "ADD COLUMN y INT"))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_, second = r2.Run(context.Background())
+	}
+	r, err := migration.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatalf("the first migration failed: %v", err)
+	}
+	if second == nil || !strings.Contains(second.Error(), "another migration") {
+		t.Errorf("the second migration: want a refusal naming another migration, got %v", second)
+	}
+	var cols int
+	db.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 't'", db.Name).Scan(&cols)
+	if cols != 3 {
+		t.Errorf("t has %d columns, want 3 (id, v, x)", cols)
+	}
+}
