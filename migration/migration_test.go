@@ -532,3 +532,37 @@ func TestTwoMigrationsOfOneTable(t *testing.T) {
 		t.Errorf("t has %d columns, want 3 (id, v, x)", cols)
 	}
 }
+
+// TestTLSReachesTheBinlogConnection migrates over TLS and checks, while the
+// copy runs, that the server sees sluice's replication connection encrypted.
+func TestTLSReachesTheBinlogConnection(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+	db.Fill(t, "t", 5000, "n, n")
+	cfg := config(t, db, "t", "ADD COLUMN x INT")
+	cfg.Conn.Params = map[string]string{"tls": "skip-verify"}
+	var cipher string
+	cfg.OnPhase = func(name string) {
+		if name != "copy" {
+			return
+		}
+		err := db.QueryRow(`SELECT s.VARIABLE_VALUE FROM performance_schema.threads th
+			JOIN performance_schema.status_by_thread s ON s.THREAD_ID = th.THREAD_ID
+			WHERE th.PROCESSLIST_COMMAND LIKE 'Binlog Dump%' AND s.VARIABLE_NAME = 'Ssl_cipher'
+			ORDER BY th.PROCESSLIST_TIME LIMIT 1`).Scan(&cipher)
+		if err != nil {
+			t.Errorf("read the binlog connection's cipher: %v", err)
+		}
+	}
+	r, err := migration.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if cipher == "" {
+		t.Error("the binlog connection is not encrypted")
+	}
+	t.Logf("binlog connection cipher: %s", cipher)
+}

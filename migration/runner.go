@@ -151,8 +151,12 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 	if err != nil {
 		return err
 	}
+	tlsConf, err := r.cfg.Conn.TLS()
+	if err != nil {
+		return err
+	}
 	r.streamer, err = binlog.Start(ctx, binlog.Config{
-		Conn: r.cfg.Conn, Database: r.cfg.Database, Table: r.cfg.Table,
+		Conn: r.cfg.Conn, TLS: tlsConf, Database: r.cfg.Database, Table: r.cfg.Table,
 		Columns: len(r.orig.Columns), Key: r.key, Sink: r.sched, Logger: r.log,
 	}, pos)
 	if err != nil {

@@ -84,6 +84,7 @@ func TestBadInputOneLineExitOne(t *testing.T) {
 		{"wrong password", []string{"migrate", "--host", db.Server.Host, "--port", fmt.Sprint(db.Server.Port), "--user", "sluice",
 			"--database", db.Name, "--table", "ok", "--alter", "ADD COLUMN x INT"}, []string{"MYSQL_PWD=wrong-password"}, "access denied"},
 		{"unknown flag", []string{"migrate", "--nope"}, nil, "unknown flag"},
+		{"bad tls mode", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--tls", "maybe"), nil, `tls="maybe" is not one of`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 type migrateFlags struct {
 	host, user, database, table, alter, dsn string
 	port                                    int
-	passwordFile, defaultsFile              string
+	passwordFile, defaultsFile, tlsMode     string
 	password                                string // refused: only here to say so
 	copyWorkers, applyWorkers               int
 	chunkTime, lockTimeout, progress        time.Duration
@@ -58,6 +58,7 @@ or the [client] section of --defaults-file; never from the command line.`,
 	fl.StringVar(&f.dsn, "dsn", "", "connection as user@tcp(host:port)/database instead of --host/--port/--user/--database (no password in it)")
 	fl.StringVar(&f.passwordFile, "password-file", "", "file whose first line is the password")
 	fl.StringVar(&f.defaultsFile, "defaults-file", "", "MySQL option file to read user, password, host and port from ([client] section)")
+	fl.StringVar(&f.tlsMode, "tls", "false", "TLS for every connection, the binlog one included: false, true (verify the server), skip-verify or preferred")
 	fl.StringVar(&f.password, "password", "", "not accepted: use MYSQL_PWD, --password-file or --defaults-file")
 	fl.MarkHidden("password")
 	fl.IntVar(&f.copyWorkers, "threads", 2, "rows ranges copied at once")
@@ -169,6 +170,12 @@ func connection(c *cobra.Command, f migrateFlags) (dbconn.Config, string, error)
 	}
 	if conn.User == "" {
 		conn.User = os.Getenv("USER")
+	}
+	if c.Flags().Changed("tls") || conn.Params["tls"] == "" {
+		if conn.Params == nil {
+			conn.Params = map[string]string{}
+		}
+		conn.Params["tls"] = f.tlsMode
 	}
 	return conn, database, nil
 }

@@ -9,6 +9,7 @@ package dbconn
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -29,6 +30,26 @@ type Config struct {
 	Params map[string]string
 }
 
+// TLSModes are the accepted values of the "tls" parameter.
+var TLSModes = []string{"false", "true", "skip-verify", "preferred"}
+
+// TLS returns the TLS configuration matching the "tls" parameter, for
+// connections not made by the SQL driver (the binlog reader): nil for none,
+// a verifying config for "true", a non-verifying one for "skip-verify" and
+// "preferred".
+func (c Config) TLS() (*tls.Config, error) {
+	switch mode := c.Params["tls"]; mode {
+	case "", "false":
+		return nil, nil
+	case "true":
+		return &tls.Config{ServerName: c.Host, MinVersion: tls.VersionTLS12}, nil
+	case "skip-verify", "preferred":
+		return &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, nil
+	default:
+		return nil, fmt.Errorf("tls=%q is not one of %s", mode, strings.Join(TLSModes, ", "))
+	}
+}
+
 // String describes the target without the password.
 func (c Config) String() string {
 	return fmt.Sprintf("%s@%s:%d", c.User, c.Host, c.Port)
@@ -43,6 +64,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("port %d is out of range: pass --port between 1 and 65535", c.Port)
 	case c.User == "":
 		return errors.New("no user given: pass --user")
+	}
+	if _, err := c.TLS(); err != nil {
+		return fmt.Errorf("%v: pass --tls with one of them", err)
 	}
 	return nil
 }
