@@ -566,3 +566,53 @@ func TestTLSReachesTheBinlogConnection(t *testing.T) {
 	}
 	t.Logf("binlog connection cipher: %s", cipher)
 }
+
+// TestCancelAtEveryPhase cancels the migration as each phase starts: the
+// original table keeps its rows and schema, nothing is left behind, and no
+// lock is held.
+func TestCancelAtEveryPhase(t *testing.T) {
+	for _, phase := range []string{"preflight", "shadow", "capture", "copy", "index", "catch-up", "checksum", "cut-over"} {
+		t.Run(phase, func(t *testing.T) {
+			db := testdb.New(t)
+			db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT, KEY (v))")
+			db.Fill(t, "t", 3000, "n, n % 7")
+			before := snapshot(t, db, "t")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			cfg := config(t, db, "t", "ADD COLUMN x INT")
+			cfg.OnPhase = func(name string) {
+				if name == phase {
+					cancel()
+				}
+			}
+			r, err := migration.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Run(ctx); !errors.Is(err, context.Canceled) {
+				t.Fatalf("want context.Canceled, got %v", err)
+			}
+			if after := snapshot(t, db, "t"); after != before {
+				t.Error("the original table changed")
+			}
+			var cols int
+			db.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 't'", db.Name).Scan(&cols)
+			if cols != 2 {
+				t.Errorf("the original has %d columns, want 2", cols)
+			}
+			if tables := db.Tables(t); !slices.Equal(tables, []string{"t"}) {
+				t.Errorf("leftovers: %v", tables)
+			}
+			conn, err := db.Conn(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.ExecContext(context.Background(), "SET SESSION lock_wait_timeout = 1")
+			if _, err := conn.ExecContext(context.Background(), "LOCK TABLES t WRITE"); err != nil {
+				t.Errorf("a lock is still held on t: %v", err)
+			}
+			conn.ExecContext(context.Background(), "UNLOCK TABLES")
+		})
+	}
+}

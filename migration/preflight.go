@@ -110,7 +110,7 @@ func MissingPrivileges(global, database []string) []string {
 func (r *Runner) preflight(ctx context.Context) error {
 	db, err := dbconn.Open(ctx, r.cfg.Conn, r.cfg.Database, r.cfg.CopyWorkers+r.cfg.ApplyWorkers+8)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrPreflight, err)
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
 	r.db = db
 
@@ -118,7 +118,7 @@ func (r *Runner) preflight(ctx context.Context) error {
 	if err := db.QueryRowContext(ctx, `SELECT @@version, @@version_comment, @@global.log_bin,
 		@@global.binlog_format, @@global.binlog_row_image, @@session.binlog_format, @@session.binlog_row_image`).
 		Scan(&v.Version, &v.VersionComment, &v.LogBin, &v.Format, &v.RowImage, &v.SessionFormat, &v.SessionImage); err != nil {
-		return fmt.Errorf("%w: read server settings: %v", ErrPreflight, err)
+		return fmt.Errorf("%w: read server settings: %w", ErrPreflight, err)
 	}
 	if err := CheckServer(v); err != nil {
 		return err
@@ -132,7 +132,7 @@ func (r *Runner) preflight(ctx context.Context) error {
 		return preflightErr("table %s.%s does not exist; check --database and --table", r.cfg.Database, r.cfg.Table)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrPreflight, err)
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
 	t := r.orig
 	switch {
@@ -159,13 +159,13 @@ func (r *Runner) preflight(ctx context.Context) error {
 	}
 	r.key, err = rowkey.NewCols(t.PKColumns())
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrPreflight, err)
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
 	for _, name := range []string{r.names.Shadow, r.names.Old} {
 		var n int
 		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
 			r.cfg.Database, name).Scan(&n); err != nil {
-			return fmt.Errorf("%w: %v", ErrPreflight, err)
+			return fmt.Errorf("%w: %w", ErrPreflight, err)
 		}
 		if n > 0 {
 			return preflightErr("table %s.%s already exists: another migration of %s is running, or one left it behind; drop it if it is stale",
@@ -178,7 +178,7 @@ func (r *Runner) preflight(ctx context.Context) error {
 func (r *Runner) checkPrivileges(ctx context.Context) error {
 	var user string
 	if err := r.db.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&user); err != nil {
-		return fmt.Errorf("%w: %v", ErrPreflight, err)
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
 	u, h, _ := strings.Cut(user, "@")
 	grantee := "'" + u + "'@'" + h + "'"
@@ -200,11 +200,11 @@ func (r *Runner) checkPrivileges(ctx context.Context) error {
 	}
 	global, err := read(`SELECT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES WHERE GRANTEE = ?`, grantee)
 	if err != nil {
-		return fmt.Errorf("%w: read privileges: %v", ErrPreflight, err)
+		return fmt.Errorf("%w: read privileges: %w", ErrPreflight, err)
 	}
 	dbPrivs, err := read(`SELECT PRIVILEGE_TYPE FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE = ? AND ? LIKE TABLE_SCHEMA`, grantee, r.cfg.Database)
 	if err != nil {
-		return fmt.Errorf("%w: read privileges: %v", ErrPreflight, err)
+		return fmt.Errorf("%w: read privileges: %w", ErrPreflight, err)
 	}
 	if missing := MissingPrivileges(global, dbPrivs); len(missing) > 0 {
 		return preflightErr("user %s lacks %s; GRANT them (replication ones ON *.*, the others ON %s.*)",
