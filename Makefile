@@ -30,9 +30,9 @@ test: sandbox
 unit:
 	$(GO) test -race -count=1 ./internal/...
 
-## bench: sluice vs native ALTER on a 1,000,000-row sysbench table, idle and under load.
+## bench: sluice vs native ALTER vs pt-online-schema-change on a 1,000,000-row sysbench table, idle and under load.
 bench: sandbox build
-	@SLUICE_TEST_DSN=$(DSN) bin/sluice-bench run $(BENCH_ARGS)
+	@SLUICE_TEST_DSN=$(DSN) bin/sluice-bench run --pt-osc "$(SANDBOX) pt-osc" $(BENCH_ARGS)
 
 clean:
 	rm -rf bin

@@ -24,6 +24,9 @@ type Options struct {
 	Baseline    time.Duration // load before each timed ALTER (default 10s)
 	SkipFull    bool          // skip the unthrottled-load runs
 	SluiceArgs  []string      // extra flags for every sluice run
+	// PtOsc is the command that runs pt-online-schema-change ("" skips the
+	// peer), e.g. "scripts/sandbox.sh pt-osc".
+	PtOsc string
 	Out         io.Writer
 }
 
@@ -119,6 +122,15 @@ func Run(ctx context.Context, o Options) error {
 			return 0, err
 		}
 	}
+	ptosc := func(alter string) func(context.Context) (float64, error) {
+		return func(ctx context.Context) (float64, error) { return 0, s.runPtOsc(ctx, o.PtOsc, alter) }
+	}
+	peer := func(name, load string, rate float64, alter string) error {
+		if o.PtOsc == "" {
+			return nil
+		}
+		return timed(name, load, rate, ptosc(alter))
+	}
 	sluice := func(alter string) func(context.Context) (float64, error) {
 		return func(ctx context.Context) (float64, error) {
 			rss, p, err := s.runSluice(ctx, o.Sluice, alter, o.SluiceArgs)
@@ -135,6 +147,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	if err := timed("sluice MODIFY k BIGINT", "idle", 0, sluice(modifyK)); err != nil {
+		return err
+	}
+	if err := peer("pt-online-schema-change MODIFY k BIGINT", "idle", 0, modifyK); err != nil {
 		return err
 	}
 
@@ -159,11 +174,17 @@ func Run(ctx context.Context, o Options) error {
 	if err := timed("sluice MODIFY k BIGINT", loadName, rate, sluice(modifyK)); err != nil {
 		return err
 	}
+	if err := peer("pt-online-schema-change MODIFY k BIGINT", loadName, rate, modifyK); err != nil {
+		return err
+	}
 	if !o.SkipFull {
 		if err := timed("native ALTER ENGINE=InnoDB (in-place rebuild)", "unthrottled", 0, native(rebuild)); err != nil {
 			return err
 		}
 		if err := timed("sluice ENGINE=InnoDB", "unthrottled", 0, sluice(rebuild)); err != nil {
+			return err
+		}
+		if err := peer("pt-online-schema-change ENGINE=InnoDB", "unthrottled", 0, rebuild); err != nil {
 			return err
 		}
 	}
@@ -245,6 +266,19 @@ func phaseTimes(log string) string {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// runPtOsc runs pt-online-schema-change with its defaults on the benchmark
+// table. The sandbox has no replicas to watch.
+func (s *Server) runPtOsc(ctx context.Context, command, alter string) error {
+	parts := strings.Fields(command)
+	dsn := fmt.Sprintf("h=%s,P=%d,u=%s,D=%s,t=sbtest1", s.Conn.Host, s.Conn.Port, s.Conn.User, benchDB)
+	args := append(parts[1:], "--execute", "--alter", alter, "--recursion-method=none", "--no-check-alter", dsn)
+	cmd := exec.CommandContext(ctx, parts[0], args...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pt-online-schema-change: %v: %s", err, lastLine(string(out)))
+	}
+	return nil
 }
 
 // prepareTemplate makes sure sbtest_tpl.sbtest1 holds rows rows, preparing it

@@ -6,6 +6,8 @@
 #   scripts/sandbox.sh reset    stop the server and delete its datadir
 #   scripts/sandbox.sh status   say whether it runs
 #   scripts/sandbox.sh env      print the export line for SLUICE_TEST_DSN
+#   scripts/sandbox.sh pt-osc ARGS   run pt-online-schema-change from the chroot
+#                               (Percona Toolkit is installed there on first use)
 #
 # MySQL 9.7 ships in Debian unstable, which needs a newer glibc than Debian 12,
 # so the server runs inside a debootstrap chroot kept in $SLUICE_SANDBOX_ROOT.
@@ -156,6 +158,20 @@ down() {
   mountpoint -q "$CHROOT/proc" && umount "$CHROOT/proc" || true
 }
 
+# pt_osc runs the peer tool pt-online-schema-change for the benchmark.
+pt_osc() {
+  provision
+  if [ ! -x "$CHROOT/usr/bin/pt-online-schema-change" ]; then
+    log "installing percona-toolkit in the chroot (once)"
+    cp /etc/resolv.conf "$CHROOT/etc/resolv.conf" 2>/dev/null || true
+    local apt="-o Acquire::Check-Valid-Until=false"
+    in_chroot env DEBIAN_FRONTEND=noninteractive apt-get $apt update -qq >/dev/null \
+      && in_chroot env DEBIAN_FRONTEND=noninteractive apt-get $apt install -y -qq --no-install-recommends percona-toolkit >/dev/null \
+      || die "could not install percona-toolkit in the chroot"
+  fi
+  in_chroot pt-online-schema-change "$@"
+}
+
 case "${1:-}" in
   up) up ;;
   down) down ;;
@@ -163,5 +179,6 @@ case "${1:-}" in
   status) if running; then echo "running on 127.0.0.1:$PORT"; else echo "stopped"; exit 3; fi ;;
   env) env_line ;;
   mysql) shift; mysql_root "$@" ;;
-  *) echo "usage: $0 up|down|reset|status|env|mysql [args]" >&2; exit 2 ;;
+  pt-osc) shift; pt_osc "$@" ;;
+  *) echo "usage: $0 up|down|reset|status|env|mysql [args]|pt-osc [args]" >&2; exit 2 ;;
 esac
