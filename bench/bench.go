@@ -27,7 +27,7 @@ type Options struct {
 	// PtOsc is the command that runs pt-online-schema-change ("" skips the
 	// peer), e.g. "scripts/sandbox.sh pt-osc".
 	PtOsc string
-	Out         io.Writer
+	Out   io.Writer
 }
 
 const (

@@ -194,6 +194,15 @@ func TestConcurrentWritersStringKeys(t *testing.T) {
 	runWithWriters(t, db, w, 30000, "MODIFY v VARCHAR(40)", "HEX(k), HEX(bk), v", "k, bk")
 }
 
+// tableT creates table t (id INT PRIMARY KEY, v INT) holding rows 1..rows.
+func tableT(t *testing.T, rows int) *testdb.DB {
+	t.Helper()
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+	db.Fill(t, "t", rows, "n, n")
+	return db
+}
+
 // snapshot returns every row of table as text, to show a table is unchanged.
 func snapshot(t *testing.T, db *testdb.DB, table string) string {
 	return fmt.Sprint(db.Dump(t, table, "*", "1"))
@@ -362,9 +371,7 @@ func TestCancelDuringCopyLeavesOriginalIntact(t *testing.T) {
 // of the application queued behind an attempt waits no longer than that,
 // and the migration fails cleanly.
 func TestCutoverLockWaitIsBounded(t *testing.T) {
-	db := testdb.New(t)
-	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
-	db.Fill(t, "t", 2000, "n, n")
+	db := tableT(t, 2000)
 	ctx := context.Background()
 	blocker, err := db.Conn(ctx)
 	if err != nil {
@@ -460,9 +467,7 @@ func TestTableChangesDuringMigrationStopIt(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			db := testdb.New(t)
-			db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
-			db.Fill(t, "t", 5000, "n, n")
+			db := tableT(t, 5000)
 			cfg := config(t, db, "t", "ADD COLUMN x INT")
 			cfg.OnPhase = func(name string) {
 				if name != "copy" {
@@ -500,9 +505,7 @@ func TestTableChangesDuringMigrationStopIt(t *testing.T) {
 // TestTwoMigrationsOfOneTable starts a second migration while the first one
 // copies: the second refuses at once and the first completes.
 func TestTwoMigrationsOfOneTable(t *testing.T) {
-	db := testdb.New(t)
-	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
-	db.Fill(t, "t", 20000, "n, n")
+	db := tableT(t, 20000)
 	cfg := config(t, db, "t", "ADD COLUMN x INT")
 	var second error
 	cfg.OnPhase = func(name string) {
@@ -536,9 +539,7 @@ func TestTwoMigrationsOfOneTable(t *testing.T) {
 // TestTLSReachesTheBinlogConnection migrates over TLS and checks, while the
 // copy runs, that the server sees sluice's replication connection encrypted.
 func TestTLSReachesTheBinlogConnection(t *testing.T) {
-	db := testdb.New(t)
-	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
-	db.Fill(t, "t", 5000, "n, n")
+	db := tableT(t, 5000)
 	cfg := config(t, db, "t", "ADD COLUMN x INT")
 	cfg.Conn.Params = map[string]string{"tls": "skip-verify"}
 	var cipher string

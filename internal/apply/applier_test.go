@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/internal/rowkey"
-	"github.com/sluicedb/sluice/internal/schema"
 	"github.com/sluicedb/sluice/internal/testdb"
 )
 
@@ -24,19 +23,7 @@ func TestLockedRowsAreRequeuedNotLost(t *testing.T) {
 		db.MustExec(t, fmt.Sprintf("INSERT INTO src VALUES (%d, %d)", i, i))
 	}
 	ctx := context.Background()
-	src, err := schema.Load(ctx, db.DB, db.Name, "src")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst, err := schema.Load(ctx, db.DB, db.Name, "dst")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := rowkey.NewCols(src.PKColumns())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := schema.NewMapping(src, dst, func(n string) (string, bool) { return n, true })
+	m, key := db.Mapping(t, "src", "dst", false)
 	sched := NewScheduler()
 	a, err := New(Config{DB: db.DB, Mapping: m, Key: key, Workers: 1, BatchSize: 40}, sched)
 	if err != nil {

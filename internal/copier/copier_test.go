@@ -6,30 +6,15 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/internal/chunk"
-	"github.com/sluicedb/sluice/internal/rowkey"
-	"github.com/sluicedb/sluice/internal/schema"
 	"github.com/sluicedb/sluice/internal/testdb"
 )
 
 func setup(t *testing.T, db *testdb.DB) *Copier {
 	t.Helper()
-	ctx := context.Background()
-	src, err := schema.Load(ctx, db.DB, db.Name, "src")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.MustExec(t, "CREATE TABLE dst LIKE src")
-	dst, err := schema.Load(ctx, db.DB, db.Name, "dst")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := rowkey.NewCols(src.PKColumns())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, key := db.Mapping(t, "src", "dst", true)
 	c, err := New(Config{
 		DB: db.DB, Key: key, Workers: 2,
-		Mapping: schema.NewMapping(src, dst, func(n string) (string, bool) { return n, true }),
+		Mapping: m,
 		Chunk:   chunk.Config{Initial: 500, Min: 100},
 	})
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/rowkey"
+	"github.com/sluicedb/sluice/internal/schema"
 )
 
 // Env is the variable that holds the test server's DSN.
@@ -158,4 +160,27 @@ func (d *DB) Fill(t testing.TB, table string, count int, selectList string) {
 			"(SELECT %d UNION ALL SELECT n + 1 FROM s WHERE n < %d) SELECT n FROM s) x",
 			dbconn.QuoteIdent(table), selectList, lo, hi))
 	}
+}
+
+// Mapping loads tables src and dst (dst is created LIKE src when create is
+// true) and returns the column mapping by name and src's primary key.
+func (d *DB) Mapping(t testing.TB, src, dst string, create bool) (*schema.Mapping, rowkey.Cols) {
+	t.Helper()
+	ctx := context.Background()
+	if create {
+		d.MustExec(t, "CREATE TABLE "+dbconn.QuoteIdent(dst)+" LIKE "+dbconn.QuoteIdent(src))
+	}
+	s, err := schema.Load(ctx, d.DB, d.Name, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := schema.Load(ctx, d.DB, d.Name, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := rowkey.NewCols(s.PKColumns())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return schema.NewMapping(s, ds, func(n string) (string, bool) { return n, true }), key
 }
