@@ -34,6 +34,9 @@ type Config struct {
 	CopyWorkers int
 	// ApplyWorkers apply binlog changes at once (default 4).
 	ApplyWorkers int
+	// ChecksumWorkers compare ranges at once (default 4). They only read, in
+	// consistent snapshots, and take no lock the application waits for.
+	ChecksumWorkers int
 	// ChunkTime is the target duration of one copy statement (default 100ms).
 	ChunkTime time.Duration
 	// CutoverLockTimeout bounds each attempt to lock the tables (default 2s):
@@ -80,12 +83,17 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: copy workers %d out of range 1..64", ErrConfig, c.CopyWorkers)
 	case c.ApplyWorkers < 0 || c.ApplyWorkers > 64:
 		return fmt.Errorf("%w: apply workers %d out of range 1..64", ErrConfig, c.ApplyWorkers)
+	case c.ChecksumWorkers < 0 || c.ChecksumWorkers > 64:
+		return fmt.Errorf("%w: checksum workers %d out of range 1..64", ErrConfig, c.ChecksumWorkers)
 	}
 	if c.CopyWorkers == 0 {
 		c.CopyWorkers = 2
 	}
 	if c.ApplyWorkers == 0 {
 		c.ApplyWorkers = 4
+	}
+	if c.ChecksumWorkers <= 0 {
+		c.ChecksumWorkers = 4
 	}
 	if c.ChunkTime <= 0 {
 		c.ChunkTime = 100 * time.Millisecond

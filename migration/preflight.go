@@ -108,7 +108,7 @@ func MissingPrivileges(global, database []string) []string {
 }
 
 func (r *Runner) preflight(ctx context.Context) error {
-	db, err := dbconn.Open(ctx, r.cfg.Conn, r.cfg.Database, r.cfg.CopyWorkers+r.cfg.ApplyWorkers+8)
+	db, err := dbconn.Open(ctx, r.cfg.Conn, r.cfg.Database, r.cfg.CopyWorkers+r.cfg.ApplyWorkers+r.cfg.ChecksumWorkers+8)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}

@@ -45,8 +45,11 @@ type Runner struct {
 	deferred      []string // secondary index definitions built after the copy
 	shadowCreated bool
 	swapped       atomic.Bool
-	phase         atomic.Value // string
-	res           Result
+	// renaming is set just before the RENAME is sent: from then on the binlog
+	// reader may see sluice's own RENAME, which is no reason to stop.
+	renaming atomic.Bool
+	phase    atomic.Value // string
+	res      Result
 }
 
 // New validates cfg and returns a Runner. It does not touch the server.
@@ -92,7 +95,7 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 		{"cut-over", r.cutover},
 	} {
 		if err := r.runPhase(ctx, p.name, p.fn); err != nil {
-			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !r.swapped.Load() {
 				return r.res, cause
 			}
 			return r.res, err
@@ -172,7 +175,7 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		if err := r.applier.Run(ctx); err != nil && !r.swapped.Load() {
+		if err := r.applier.Run(ctx); err != nil && !r.settling() {
 			if errors.Is(err, apply.ErrDuplicate) {
 				err = fmt.Errorf("a change during the copy made two rows collide under a unique key of the new table, so the migration stops (no row was dropped): %w", err)
 			}
@@ -188,7 +191,7 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := r.streamer.Err(); err != nil && !r.swapped.Load() {
+				if err := r.streamer.Err(); err != nil && !r.settling() {
 					cancel(err)
 					return
 				}
@@ -302,7 +305,7 @@ func (r *Runner) checksum(ctx context.Context) error {
 	if err := r.waitBacklog(ctx, 1000); err != nil {
 		return err
 	}
-	n := r.cfg.CopyWorkers + 1
+	n := r.cfg.ChecksumWorkers + 1 // one connection cuts ranges, the others compare
 	conns := make([]*sql.Conn, 0, n)
 	defer func() {
 		for _, c := range conns {
@@ -372,9 +375,13 @@ func (r *Runner) cutover(ctx context.Context) error {
 		start := time.Now()
 		err := r.drainLocked(ctx, lock, time.Second)
 		if err == nil {
+			r.renaming.Store(true)
 			_, err = lock.ExecContext(ctx, "RENAME TABLE "+r.orig.Quoted()+" TO "+oldQ+", "+shadowQ+" TO "+r.orig.Quoted())
 			if err != nil && r.renamed(ctx) {
 				err = nil // the rename committed; only its reply was lost
+			}
+			if err != nil {
+				r.renaming.Store(false)
 			}
 		}
 		if err == nil {
@@ -390,13 +397,20 @@ func (r *Runner) cutover(ctx context.Context) error {
 	r.res.OldTable = r.names.Old
 	r.res.KeysApplied = r.applier.Applied()
 	if r.cfg.DropOld {
-		if _, err := r.db.ExecContext(ctx, "DROP TABLE "+oldQ); err != nil {
+		// The swap is done: finish even if the run is being cancelled.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if _, err := r.db.ExecContext(dctx, "DROP TABLE "+oldQ); err != nil {
 			return fmt.Errorf("the migration is done but dropping %s failed (drop it by hand): %w", r.names.Old, err)
 		}
 		r.res.OldTable = ""
 	}
 	return nil
 }
+
+// settling reports whether the RENAME was sent: errors of the binlog reader
+// and the apply workers no longer matter then.
+func (r *Runner) settling() bool { return r.renaming.Load() || r.swapped.Load() }
 
 // renamed reports whether the swap is visible: the old name exists and the
 // shadow name does not.

@@ -20,7 +20,7 @@ type migrateFlags struct {
 	port                                    int
 	passwordFile, defaultsFile, tlsMode     string
 	password                                string // refused: only here to say so
-	copyWorkers, applyWorkers               int
+	copyWorkers, applyWorkers, checkWorkers int
 	chunkTime, lockTimeout, progress        time.Duration
 	cutoverAttempts                         int
 	dropOld, quiet, keepIndexes             bool
@@ -63,6 +63,7 @@ or the [client] section of --defaults-file; never from the command line.`,
 	fl.MarkHidden("password")
 	fl.IntVar(&f.copyWorkers, "threads", 2, "rows ranges copied at once")
 	fl.IntVar(&f.applyWorkers, "apply-threads", 4, "binlog change batches applied at once")
+	fl.IntVar(&f.checkWorkers, "checksum-threads", 4, "ranges compared at once by the checksum")
 	fl.DurationVar(&f.chunkTime, "chunk-time", 100*time.Millisecond, "target duration of one copy statement")
 	fl.DurationVar(&f.lockTimeout, "cutover-lock-timeout", 2*time.Second, "longest wait for each table lock attempt; application queries never wait longer on sluice")
 	fl.IntVar(&f.cutoverAttempts, "cutover-attempts", 10, "table lock attempts before giving up")
@@ -90,7 +91,7 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 	logger := slog.New(slog.NewTextHandler(c.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 	r, err := migration.New(migration.Config{
 		Conn: conn, Database: database, Table: f.table, Alter: f.alter,
-		CopyWorkers: f.copyWorkers, ApplyWorkers: f.applyWorkers, ChunkTime: f.chunkTime,
+		CopyWorkers: f.copyWorkers, ApplyWorkers: f.applyWorkers, ChecksumWorkers: f.checkWorkers, ChunkTime: f.chunkTime,
 		CutoverLockTimeout: f.lockTimeout, CutoverAttempts: f.cutoverAttempts,
 		KeepIndexes: f.keepIndexes, DDLThreads: f.ddlThreads, DDLBufferSize: f.ddlBuffer,
 		DropOld: f.dropOld, ProgressInterval: f.progress, Logger: logger,
