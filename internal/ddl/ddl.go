@@ -43,13 +43,10 @@ func Parse(clause string) (*Alter, error) {
 		return nil, fmt.Errorf("%w: the ALTER clause is empty: pass --alter \"ADD COLUMN ...\"", ErrInvalid)
 	}
 	if strings.HasPrefix(strings.ToUpper(c), "ALTER TABLE") {
-		stmt, err := parseOne("" + c)
-		if err != nil {
+		// A whole statement: check it parses, then keep what follows the name.
+		if _, err := parseOne(c); err != nil {
 			return nil, err
 		}
-		// Re-derive the clause: everything after the table name.
-		a := stmt.(*ast.AlterTableStmt)
-		_ = a
 		idx := indexAfterTableName(c)
 		if idx < 0 {
 			return nil, fmt.Errorf("%w: cannot find the clause after ALTER TABLE name", ErrInvalid)
