@@ -37,6 +37,22 @@ const (
 	rebuild = "ENGINE=InnoDB"
 )
 
+// opResult is what one ALTER reports beyond its time: sluice's peak memory
+// and phase timings.
+type opResult struct {
+	rssMB  float64
+	phases string
+}
+
+// opFunc runs one ALTER.
+type opFunc func(context.Context) (opResult, error)
+
+// step is one timed ALTER of the benchmark.
+type step struct {
+	name, load string
+	op         opFunc
+}
+
 // result is one timed ALTER.
 type result struct {
 	name    string
@@ -46,7 +62,6 @@ type result struct {
 	during  Window
 	rssMB   float64
 	phases  string // sluice's phase timings
-	loaded  bool
 	failure string
 }
 
@@ -78,29 +93,26 @@ func Run(ctx context.Context, o Options) error {
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
 
 	var results []result
-	var phases string // set by the sluice runs
-	timed := func(name, load string, rate float64, op func(context.Context) (float64, error)) error {
+	// timed runs one ALTER from a freshly restored, flushed table, under a
+	// load of rate transactions a second unless load is "idle".
+	timed := func(st step, rate float64) error {
 		if err := s.reset(ctx, o.Rows); err != nil {
 			return err
 		}
-		r := result{name: name, load: load}
+		r := result{name: st.name, load: st.load}
 		var l *Load
-		if load != "idle" {
-			l, err = s.StartLoad(ctx, benchDB, o.LoadThreads, rate, 30*time.Minute)
-			if err != nil {
+		var from time.Duration
+		if st.load != "idle" {
+			if l, err = s.StartLoad(ctx, benchDB, o.LoadThreads, rate, 30*time.Minute); err != nil {
 				return err
 			}
 			time.Sleep(o.Baseline)
-		}
-		logf("%s (%s)", name, load)
-		var from time.Duration
-		if l != nil {
 			from = l.Since()
 		}
+		logf("%s (%s)", st.name, st.load)
 		start := time.Now()
-		phases = ""
-		rss, err := op(ctx)
-		r.wall, r.rssMB, r.phases = time.Since(start), rss, phases
+		out, err := st.op(ctx)
+		r.wall, r.rssMB, r.phases = time.Since(start), out.rssMB, out.phases
 		if err != nil {
 			r.failure = err.Error()
 		}
@@ -108,7 +120,6 @@ func Run(ctx context.Context, o Options) error {
 			to := l.Since()
 			time.Sleep(2 * time.Second)
 			l.Stop()
-			r.loaded = true
 			r.before = l.Between(2*time.Second, from)
 			r.during = l.Between(from, to)
 		}
@@ -116,40 +127,39 @@ func Run(ctx context.Context, o Options) error {
 		results = append(results, r)
 		return nil
 	}
-	native := func(alter string) func(context.Context) (float64, error) {
-		return func(ctx context.Context) (float64, error) {
+	native := func(alter string) opFunc {
+		return func(ctx context.Context) (opResult, error) {
 			_, err := s.DB.ExecContext(ctx, "ALTER TABLE "+benchDB+".sbtest1 "+alter)
-			return 0, err
+			return opResult{}, err
 		}
 	}
-	ptosc := func(alter string) func(context.Context) (float64, error) {
-		return func(ctx context.Context) (float64, error) { return 0, s.runPtOsc(ctx, o.PtOsc, alter) }
+	sluice := func(alter string) opFunc {
+		return func(ctx context.Context) (opResult, error) { return s.runSluice(ctx, o.Sluice, alter, o.SluiceArgs) }
 	}
-	peer := func(name, load string, rate float64, alter string) error {
-		if o.PtOsc == "" {
-			return nil
-		}
-		return timed(name, load, rate, ptosc(alter))
+	ptosc := func(alter string) opFunc {
+		return func(ctx context.Context) (opResult, error) { return opResult{}, s.runPtOsc(ctx, o.PtOsc, alter) }
 	}
-	sluice := func(alter string) func(context.Context) (float64, error) {
-		return func(ctx context.Context) (float64, error) {
-			rss, p, err := s.runSluice(ctx, o.Sluice, alter, o.SluiceArgs)
-			phases = p
-			return rss, err
+	// steps lists one load level's ALTERs; the peer only when it is available.
+	steps := func(load string, natives []step, sluiceAlter, name string) []step {
+		out := append(natives, step{"sluice " + name, load, sluice(sluiceAlter)})
+		if o.PtOsc != "" {
+			out = append(out, step{"pt-online-schema-change " + name, load, ptosc(sluiceAlter)})
 		}
+		return out
+	}
+	const rebuildName, copyName = "native ALTER ENGINE=InnoDB (in-place rebuild)", "native ALTER MODIFY k BIGINT (copy, blocks writes)"
+	run := func(list []step, rate float64) error {
+		for _, st := range list {
+			if err := timed(st, rate); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 
-	// Idle.
-	if err := timed("native ALTER ENGINE=InnoDB (in-place rebuild)", "idle", 0, native(rebuild)); err != nil {
-		return err
-	}
-	if err := timed("native ALTER MODIFY k BIGINT (copy, blocks writes)", "idle", 0, native(modifyK)); err != nil {
-		return err
-	}
-	if err := timed("sluice MODIFY k BIGINT", "idle", 0, sluice(modifyK)); err != nil {
-		return err
-	}
-	if err := peer("pt-online-schema-change MODIFY k BIGINT", "idle", 0, modifyK); err != nil {
+	// Idle; the first step is F.
+	idle := steps("idle", []step{{rebuildName, "idle", native(rebuild)}, {copyName, "idle", native(modifyK)}}, modifyK, "MODIFY k BIGINT")
+	if err := run(idle, 0); err != nil {
 		return err
 	}
 
@@ -168,23 +178,12 @@ func Run(ctx context.Context, o Options) error {
 	logf("capacity %.0f tps; %.0f%% load is %.0f tps", capacity, o.LoadRatio*100, rate)
 	loadName := fmt.Sprintf("%.0f%% load", o.LoadRatio*100)
 
-	if err := timed("native ALTER MODIFY k BIGINT (copy, blocks writes)", loadName, rate, native(modifyK)); err != nil {
-		return err
-	}
-	if err := timed("sluice MODIFY k BIGINT", loadName, rate, sluice(modifyK)); err != nil {
-		return err
-	}
-	if err := peer("pt-online-schema-change MODIFY k BIGINT", loadName, rate, modifyK); err != nil {
+	if err := run(steps(loadName, []step{{copyName, loadName, native(modifyK)}}, modifyK, "MODIFY k BIGINT"), rate); err != nil {
 		return err
 	}
 	if !o.SkipFull {
-		if err := timed("native ALTER ENGINE=InnoDB (in-place rebuild)", "unthrottled", 0, native(rebuild)); err != nil {
-			return err
-		}
-		if err := timed("sluice ENGINE=InnoDB", "unthrottled", 0, sluice(rebuild)); err != nil {
-			return err
-		}
-		if err := peer("pt-online-schema-change ENGINE=InnoDB", "unthrottled", 0, rebuild); err != nil {
+		full := steps("unthrottled", []step{{rebuildName, "unthrottled", native(rebuild)}}, rebuild, "ENGINE=InnoDB")
+		if err := run(full, 0); err != nil {
 			return err
 		}
 	}
@@ -204,7 +203,7 @@ func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
 		if r.rssMB > 0 {
 			rss = fmt.Sprintf("%.0f MB", r.rssMB)
 		}
-		if r.loaded {
+		if r.load != "idle" {
 			kept := 0.0
 			if r.before.Mean > 0 {
 				kept = r.during.Mean / r.before.Mean * 100
@@ -228,7 +227,7 @@ func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
 
 // runSluice runs the sluice binary on the benchmark table and returns its peak
 // resident memory in MB and its phase timings.
-func (s *Server) runSluice(ctx context.Context, bin, alter string, extra []string) (float64, string, error) {
+func (s *Server) runSluice(ctx context.Context, bin, alter string, extra []string) (opResult, error) {
 	args := append([]string{"migrate", "--host", s.Conn.Host, "--port", strconv.Itoa(s.Conn.Port),
 		"--user", s.Conn.User, "--database", benchDB, "--table", "sbtest1", "--alter", alter, "--drop-old",
 		"--progress-interval", "1h"}, extra...)
@@ -243,9 +242,9 @@ func (s *Server) runSluice(ctx context.Context, bin, alter string, extra []strin
 		rss = float64(ru.Maxrss) / 1024
 	}
 	if err != nil {
-		return rss, "", fmt.Errorf("sluice: %v: %s", err, lastLine(string(out)))
+		return opResult{rssMB: rss}, fmt.Errorf("sluice: %v: %s", err, lastLine(string(out)))
 	}
-	return rss, phaseTimes(string(out)), nil
+	return opResult{rssMB: rss, phases: phaseTimes(string(out))}, nil
 }
 
 var phaseDone = regexp.MustCompile(`msg="phase done" phase=(\S+) took=(\S+)`)

@@ -160,7 +160,7 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 	}
 	r.streamer, err = binlog.Start(ctx, binlog.Config{
 		Conn: r.cfg.Conn, TLS: tlsConf, Database: r.cfg.Database, Table: r.cfg.Table,
-		Columns: len(r.orig.Columns), Key: r.key, Sink: r.sched, Logger: r.log,
+		Columns: len(r.orig.Columns), Key: r.key, Sink: r.sched,
 	}, pos)
 	if err != nil {
 		return err
@@ -302,9 +302,6 @@ func (r *Runner) policy() cutover.Policy {
 // the lock, and compares the tables in those snapshots while the application
 // and the apply workers go on.
 func (r *Runner) checksum(ctx context.Context) error {
-	if err := r.waitBacklog(ctx, 1000); err != nil {
-		return err
-	}
 	n := r.cfg.ChecksumWorkers + 1 // one connection cuts ranges, the others compare
 	conns := make([]*sql.Conn, 0, n)
 	defer func() {
@@ -417,16 +414,11 @@ func (r *Runner) settling() bool { return r.renaming.Load() || r.swapped.Load() 
 func (r *Runner) renamed(ctx context.Context) bool {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	var n int
-	err := r.db.QueryRowContext(cctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?
-		AND TABLE_NAME IN (?, ?)`, r.cfg.Database, r.names.Old, r.names.Shadow).Scan(&n)
-	if err != nil || n != 1 {
-		return false
-	}
-	var old int
-	err = r.db.QueryRowContext(cctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
-		r.cfg.Database, r.names.Old).Scan(&old)
-	return err == nil && old == 1
+	var old, shadow int
+	err := r.db.QueryRowContext(cctx, `SELECT COALESCE(SUM(TABLE_NAME = ?), 0), COALESCE(SUM(TABLE_NAME = ?), 0)
+		FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?, ?)`,
+		r.names.Old, r.names.Shadow, r.cfg.Database, r.names.Old, r.names.Shadow).Scan(&old, &shadow)
+	return err == nil && old == 1 && shadow == 0
 }
 
 func (r *Runner) reportProgress(ctx context.Context) {

@@ -41,7 +41,6 @@ type Config struct {
 	Columns int
 	Key     rowkey.Cols
 	Sink    Sink
-	Logger  *slog.Logger
 }
 
 // Streamer reads the binlog from a start position in a goroutine of its own.
@@ -57,7 +56,6 @@ type Streamer struct {
 	lastTS  time.Time
 	changed chan struct{} // closed and replaced at every position change
 
-	events int64
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -66,9 +64,6 @@ type Streamer struct {
 func Start(ctx context.Context, cfg Config, start Position) (*Streamer, error) {
 	if cfg.Sink == nil || len(cfg.Key) == 0 {
 		return nil, errors.New("binlog: Sink and Key are required")
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &Streamer{cfg: cfg, pos: start, changed: make(chan struct{}), done: make(chan struct{})}
 	db, table := []byte(cfg.Database), []byte(cfg.Table)
@@ -121,7 +116,6 @@ func (s *Streamer) run(ctx context.Context, stream *replication.BinlogStreamer) 
 			}
 			return
 		}
-		s.events++
 		if r, ok := ev.Event.(*replication.RotateEvent); ok {
 			file = string(r.NextLogName)
 			s.advance(Position{File: file, Pos: uint32(r.Position)}, ev.Header.Timestamp)
