@@ -103,10 +103,12 @@ wait_ready() {
   return 1
 }
 
-# others: pids of live mysqld processes using this sandbox's config.
+# others: pids of live mysqld processes of this sandbox (running in this chroot).
 others() {
-  local p
+  local p root
+  root=$(readlink -f "$CHROOT")
   for p in $(pgrep -f "mysqld --defaults-file=/etc/sluice/my.cnf" || true); do
+    [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$root" ] || continue
     [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] && echo "$p"
   done
   return 0
