@@ -34,8 +34,8 @@ func Demo(ctx context.Context, dsn string, rows, writers int, out io.Writer) err
 			return err
 		}
 	}
-	for lo := 1; lo <= rows; lo += 10000 {
-		hi := min(lo+9999, rows)
+	for lo := 1; lo <= rows; lo += 1000 { // 1,000 rows: within the default cte_max_recursion_depth
+		hi := min(lo+999, rows)
 		q := fmt.Sprintf(`INSERT INTO demo.orders (id, customer, amount, status, note)
 			SELECT n, n %% 5000, (n %% 100000) / 100, ELT(1 + n %% 3, 'new', 'paid', 'shipped'), REPEAT('x', n %% 200)
 			FROM (WITH RECURSIVE s(n) AS (SELECT %d UNION ALL SELECT n + 1 FROM s WHERE n < %d) SELECT n FROM s) x`, lo, hi)
