@@ -23,6 +23,7 @@ type Options struct {
 	LoadRatio   float64
 	Baseline    time.Duration // load before each timed ALTER (default 10s)
 	SkipFull    bool          // skip the unthrottled-load runs
+	SluiceOnly  bool          // time only F and sluice (for tuning sluice)
 	SluiceArgs  []string      // extra flags for every sluice run
 	// PtOsc is the command that runs pt-online-schema-change ("" skips the
 	// peer), e.g. "scripts/sandbox.sh pt-osc".
@@ -147,8 +148,11 @@ func Run(ctx context.Context, o Options) error {
 	}
 	// steps lists one load level's ALTERs; the peer only when it is available.
 	steps := func(load string, natives []step, sluiceAlter, name string) []step {
+		if o.SluiceOnly {
+			natives = natives[:0]
+		}
 		out := append(natives, step{"sluice " + name, load, sluice(sluiceAlter)})
-		if o.PtOsc != "" {
+		if o.PtOsc != "" && !o.SluiceOnly {
 			out = append(out, step{"pt-online-schema-change " + name, load, ptosc(sluiceAlter)})
 		}
 		return out
@@ -164,7 +168,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	// Idle; the first step is F.
-	idle := steps("idle", []step{{rebuildName, "idle", native(rebuild)}, {copyName, "idle", native(modifyK)}}, modifyK, "MODIFY k BIGINT")
+	idle := append([]step{{rebuildName, "idle", native(rebuild)}}, steps("idle", []step{{copyName, "idle", native(modifyK)}}, modifyK, "MODIFY k BIGINT")...)
 	if err := run(idle, 0); err != nil {
 		return err
 	}

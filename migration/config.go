@@ -16,11 +16,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"runtime"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/plan"
 )
 
 // Config is one migration.
@@ -44,13 +43,32 @@ type Config struct {
 	CutoverLockTimeout time.Duration
 	// CutoverAttempts is how many lock attempts to make (default 10).
 	CutoverAttempts int
+	// Method picks the path: "auto" (default: the planner's choice), or
+	// "instant", "inplace" or "copy" to force one. A forced instant or
+	// in-place path the server refuses is an error; an automatic one falls
+	// back to the copy.
+	Method string
+	// Approve lists the kinds of risk the operator accepts (drop-column,
+	// rename-column, lossy-type, not-null, unique-key): an ALTER with another
+	// risk is refused before anything runs.
+	Approve []string
+	// Replicas declares that replicas read this server's binlog, even when
+	// none is connected now. With replicas, an in-place index build longer
+	// than MaxInplace (default 30s) takes the copy path instead.
+	Replicas   bool
+	MaxInplace time.Duration
+	// LockWait bounds each wait for the metadata lock of an INSTANT or
+	// in-place ALTER (default 1s); attempts are retried up to
+	// CutoverAttempts times with backoff.
+	LockWait time.Duration
 	// KeepIndexes keeps the shadow's secondary indexes during the copy instead
 	// of building them afterwards.
 	KeepIndexes bool
-	// DDLBufferSize and DDLThreads tune the deferred index build
-	// (innodb_ddl_buffer_size, innodb_ddl_threads). DDLBufferSize defaults to
-	// 256 MiB; DDLThreads to min(4, CPUs) for a server on this host (a loopback
-	// address), else 4, InnoDB's own default.
+	// DDLBufferSize and DDLThreads override the planner's choice of
+	// innodb_ddl_buffer_size and innodb_ddl_threads (and
+	// innodb_parallel_read_threads) for index builds; 0 leaves it to the
+	// planner, which sizes them from the server's processors, the sort and
+	// the free memory.
 	DDLBufferSize int64
 	DDLThreads    int
 	// DropOld drops the original table after the swap instead of keeping it.
@@ -104,11 +122,21 @@ func (c *Config) validate() error {
 	if c.CutoverAttempts <= 0 {
 		c.CutoverAttempts = 10
 	}
-	if c.DDLBufferSize <= 0 {
-		c.DDLBufferSize = 256 << 20
+	switch c.Method {
+	case "":
+		c.Method = "auto"
+	case "auto", "instant", "inplace", "copy":
+	default:
+		return fmt.Errorf("%w: method %q: use auto, instant, inplace or copy", ErrConfig, c.Method)
 	}
-	if c.DDLThreads <= 0 {
-		c.DDLThreads = defaultDDLThreads(c.Conn.Host, runtime.NumCPU())
+	if c.DDLBufferSize < 0 || c.DDLThreads < 0 {
+		return fmt.Errorf("%w: DDL buffer size and threads must not be negative", ErrConfig)
+	}
+	if c.MaxInplace <= 0 {
+		c.MaxInplace = 30 * time.Second
+	}
+	if c.LockWait <= 0 {
+		c.LockWait = time.Second
 	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = 5 * time.Second
@@ -117,15 +145,6 @@ func (c *Config) validate() error {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return nil
-}
-
-// defaultDDLThreads picks innodb_ddl_threads: on a small local server more
-// threads than cores only slow the index build down.
-func defaultDDLThreads(host string, cpus int) int {
-	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
-		return max(1, min(4, cpus))
-	}
-	return 4
 }
 
 // Result describes a finished migration.
@@ -138,9 +157,19 @@ type Result struct {
 	// byte comparison meaningless; they were not compared.
 	ChecksumSkipped []string
 	OldTable        string // the original table's name after the swap ("" if dropped)
-	CutoverLock     time.Duration
-	Phases          []PhaseTime
-	Total           time.Duration
+	// Path is the path taken: instant, in-place or copy.
+	Path string
+	// DDL are the index-build settings used (nil when nothing was built);
+	// DDLPeakBytes is the most memory InnoDB's DDL used while sluice's build
+	// ran (performance_schema memory/innodb/ddl), 0 when unknown.
+	DDL          *plan.DDL
+	DDLPeakBytes int64
+	// LockAttempts counts the metadata-lock attempts of an instant or in-place
+	// ALTER.
+	LockAttempts int
+	CutoverLock  time.Duration
+	Phases       []PhaseTime
+	Total        time.Duration
 }
 
 // PhaseTime is how long one phase took.

@@ -5,19 +5,6 @@ import (
 	"testing"
 )
 
-func TestDefaultDDLThreads(t *testing.T) {
-	cases := []struct {
-		host string
-		cpus int
-		want int
-	}{{"127.0.0.1", 2, 2}, {"localhost", 16, 4}, {"::1", 1, 1}, {"db1.example", 2, 4}, {"10.0.0.5", 64, 4}}
-	for _, c := range cases {
-		if got := defaultDDLThreads(c.host, c.cpus); got != c.want {
-			t.Errorf("defaultDDLThreads(%q, %d) = %d, want %d", c.host, c.cpus, got, c.want)
-		}
-	}
-}
-
 func TestCheckServer(t *testing.T) {
 	ok := ServerVars{Version: "9.7.4", LogBin: "1", Format: "ROW", RowImage: "FULL", SessionFormat: "ROW", SessionImage: "FULL"}
 	if err := CheckServer(ok); err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/plan"
 	"github.com/sluicedb/sluice/internal/testdb"
 	"github.com/sluicedb/sluice/migration"
 )
@@ -24,9 +25,14 @@ func logger(t *testing.T) *slog.Logger {
 	return nil
 }
 
+// allRisks approves every kind of risk: these tests are about the copy.
+var allRisks = []string{plan.RiskDropColumn, plan.RiskRenameColumn, plan.RiskLossyType, plan.RiskNotNull, plan.RiskUniqueKey}
+
+// config is a copy-path migration: most tests here exercise the shadow copy,
+// whatever path the planner would pick for their ALTER.
 func config(t *testing.T, db *testdb.DB, table, alter string) migration.Config {
 	return migration.Config{
-		Conn: db.Server, Database: db.Name, Table: table, Alter: alter,
+		Conn: db.Server, Database: db.Name, Table: table, Alter: alter, Method: "copy", Approve: allRisks,
 		ChunkTime: 20 * time.Millisecond, Logger: logger(t), ProgressInterval: time.Second,
 	}
 }

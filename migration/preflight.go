@@ -9,7 +9,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pingcap/tidb/pkg/parser/ast"
+
 	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/plan"
 	"github.com/sluicedb/sluice/internal/rowkey"
 	"github.com/sluicedb/sluice/internal/schema"
 )
@@ -33,15 +36,23 @@ type ServerVars struct {
 	SessionImage   string
 }
 
-// CheckServer returns the first reason the server cannot host a migration, or
-// nil. It is pure so every branch is tested without a server.
-func CheckServer(v ServerVars) error {
+// CheckVersion refuses servers sluice does not support at all.
+func CheckVersion(v ServerVars) error {
 	if strings.Contains(strings.ToLower(v.Version+" "+v.VersionComment), "mariadb") {
 		return preflightErr("the server is MariaDB %s, which sluice does not support yet; use MySQL 8.0.13 or later", v.Version)
 	}
 	major, minor, patch := parseVersion(v.Version)
 	if major < 8 || (major == 8 && minor == 0 && patch < 13) {
 		return preflightErr("the server is MySQL %s; sluice needs 8.0.13 or later (RENAME TABLE under LOCK TABLES)", v.Version)
+	}
+	return nil
+}
+
+// CheckServer returns the first reason the server cannot host a migration, or
+// nil. It is pure so every branch is tested without a server.
+func CheckServer(v ServerVars) error {
+	if err := CheckVersion(v); err != nil {
+		return err
 	}
 	if v.LogBin != "1" && !strings.EqualFold(v.LogBin, "ON") {
 		return preflightErr("the binary log is off (log_bin=%s); start the server with log_bin enabled", v.LogBin)
@@ -120,7 +131,8 @@ func (r *Runner) preflight(ctx context.Context) error {
 		Scan(&v.Version, &v.VersionComment, &v.LogBin, &v.Format, &v.RowImage, &v.SessionFormat, &v.SessionImage); err != nil {
 		return fmt.Errorf("%w: read server settings: %w", ErrPreflight, err)
 	}
-	if err := CheckServer(v); err != nil {
+	r.vars = v
+	if err := CheckVersion(v); err != nil {
 		return err
 	}
 	if err := r.checkPrivileges(ctx); err != nil {
@@ -135,9 +147,71 @@ func (r *Runner) preflight(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
 	t := r.orig
-	switch {
-	case !strings.EqualFold(t.Engine, "InnoDB"):
+	if !strings.EqualFold(t.Engine, "InnoDB") {
 		return preflightErr("table %s uses the %s engine; sluice migrates InnoDB tables only", t.Name, t.Engine)
+	}
+	for _, spec := range r.alter.Specs {
+		if spec.Tp == ast.AlterTableAlgorithm || spec.Tp == ast.AlterTableLock {
+			return preflightErr("the ALTER names ALGORITHM= or LOCK=; leave them out, sluice chooses them (see sluice plan)")
+		}
+	}
+	if err := r.makePlan(ctx); err != nil {
+		return err
+	}
+	if r.path == plan.PathCopy {
+		return r.copyPreflight(ctx)
+	}
+	return nil
+}
+
+// makePlan classifies the ALTER, picks the path (or takes the forced one)
+// and refuses risks the operator did not approve.
+func (r *Runner) makePlan(ctx context.Context) error {
+	facts, err := plan.ReadFacts(ctx, r.db, r.cfg.Conn.Host)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
+	r.plan = plan.Decide(r.orig, r.alter, facts.Server, plan.Options{
+		Replicas: r.cfg.Replicas || facts.Replicas > 0, MaxInplace: r.cfg.MaxInplace, CPUs: facts.CPUs,
+		DDLMemory: facts.DDLMemory(), LockWait: r.cfg.LockWait, CutoverLock: r.cfg.CutoverLockTimeout, CopyThreads: r.cfg.CopyWorkers,
+	})
+	if u := plan.Unapproved(r.plan.Risks, r.cfg.Approve); len(u) > 0 {
+		var what []string
+		for _, rk := range r.plan.Risks {
+			what = append(what, rk.Detail)
+		}
+		return preflightErr("the ALTER %s; check it with sluice plan, then add --approve=%s to go ahead",
+			strings.Join(what, "; "), strings.Join(u, ","))
+	}
+	r.path = r.plan.Path
+	if r.cfg.Method != "auto" {
+		r.path = map[string]plan.Path{"instant": plan.PathInstant, "inplace": plan.PathInplace, "copy": plan.PathCopy}[r.cfg.Method]
+	}
+	d := plan.TuneDDL(facts.CPUs, 0, facts.DDLMemory())
+	if r.plan.DDL != nil {
+		d = *r.plan.DDL
+	}
+	if r.cfg.DDLThreads > 0 {
+		d.Threads, d.ReadThreads = r.cfg.DDLThreads, r.cfg.DDLThreads
+	}
+	if r.cfg.DDLBufferSize > 0 {
+		d.BufferBytes = r.cfg.DDLBufferSize
+	}
+	r.ddl = d
+	r.log.Info("plan", "path", r.path, "planned", r.plan.Path, "why", r.plan.Why)
+	return nil
+}
+
+// copyPreflight checks what only the copy path needs: the binlog, a primary
+// key it can range over, and no foreign keys, triggers or leftovers.
+func (r *Runner) copyPreflight(ctx context.Context) error {
+	if err := CheckServer(r.vars); err != nil {
+		return err
+	}
+	t := r.orig
+	db := r.db
+	var err error
+	switch {
 	case len(t.PrimaryKey) == 0:
 		return preflightErr("table %s has no primary key; sluice needs one to copy in ranges and to find changed rows: add one first", t.Name)
 	case t.PKPrefix:
@@ -297,9 +371,9 @@ func (r *Runner) buildIndexes(ctx context.Context) error {
 	}
 	defer conn.Close()
 	for _, set := range []string{
-		fmt.Sprintf("SET SESSION innodb_ddl_buffer_size = %d", r.cfg.DDLBufferSize),
-		fmt.Sprintf("SET SESSION innodb_ddl_threads = %d", r.cfg.DDLThreads),
-		fmt.Sprintf("SET SESSION innodb_parallel_read_threads = %d", r.cfg.DDLThreads),
+		fmt.Sprintf("SET SESSION innodb_ddl_buffer_size = %d", r.ddl.BufferBytes),
+		fmt.Sprintf("SET SESSION innodb_ddl_threads = %d", r.ddl.Threads),
+		fmt.Sprintf("SET SESSION innodb_parallel_read_threads = %d", r.ddl.ReadThreads),
 	} {
 		if _, err := conn.ExecContext(ctx, set); err != nil {
 			r.log.Info("cannot tune the index build; using the server's defaults", "setting", set, "err", err)
@@ -310,7 +384,12 @@ func (r *Runner) buildIndexes(ctx context.Context) error {
 		adds[i] = "ADD " + d
 	}
 	q := "ALTER TABLE " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " " + strings.Join(adds, ", ") + ", ALGORITHM=INPLACE, LOCK=NONE"
-	if _, err := conn.ExecContext(ctx, q); err != nil {
+	d := r.ddl
+	r.res.DDL = &d
+	peak := watchDDLMemory(ctx, r.db)
+	_, err = conn.ExecContext(ctx, q)
+	r.res.DDLPeakBytes = peak()
+	if err != nil {
 		return fmt.Errorf("build the secondary indexes: %w", err)
 	}
 	return nil

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicedb/sluice/internal/cutover"
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/ddl"
+	"github.com/sluicedb/sluice/internal/plan"
 	"github.com/sluicedb/sluice/internal/rowkey"
 	"github.com/sluicedb/sluice/internal/schema"
 )
@@ -41,6 +42,11 @@ type Runner struct {
 	applier  *apply.Applier
 	streamer *binlog.Streamer
 	copier   *copier.Copier
+
+	vars ServerVars
+	plan *plan.Plan
+	path plan.Path // the path taken (the plan's, or the forced one)
+	ddl  plan.DDL  // index-build settings
 
 	deferred      []string // secondary index definitions built after the copy
 	shadowCreated bool
@@ -81,11 +87,30 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 		res = r.res
 	}()
 
+	if err := r.runPhase(ctx, "preflight", r.preflight); err != nil {
+		return r.res, err
+	}
+	if r.path != plan.PathCopy {
+		name, fn := "instant", r.runInstant
+		if r.path == plan.PathInplace {
+			name, fn = "in-place", r.runInplace
+		}
+		r.res.Path = string(r.path)
+		err := r.runPhase(ctx, name, fn)
+		if err == nil || !errors.Is(err, errRefused) || r.cfg.Method != "auto" {
+			return r.res, err
+		}
+		r.log.Info("the server refused the "+name+" path; taking the copy path", "reason", err)
+		r.path = plan.PathCopy
+		if err := r.copyPreflight(ctx); err != nil {
+			return r.res, err
+		}
+	}
+	r.res.Path = string(plan.PathCopy)
 	for _, p := range []struct {
 		name string
 		fn   func(context.Context) error
 	}{
-		{"preflight", r.preflight},
 		{"shadow", r.createShadow},
 		{"capture", func(ctx context.Context) error { return r.startCapture(ctx, cancel) }},
 		{"copy", r.copyRows},

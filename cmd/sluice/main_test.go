@@ -77,7 +77,11 @@ func TestBadInputOneLineExitOne(t *testing.T) {
 		{"unknown table", append(target(db, "nope"), "--alter", "ADD COLUMN x INT"), nil, "does not exist"},
 		{"malformed alter", append(target(db, "ok"), "--alter", "ADD COLUMN"), nil, "cannot parse the ALTER clause"},
 		{"alter the server refuses", append(target(db, "ok"), "--alter", "ADD COLUMN v INT"), nil, "does not apply"},
-		{"no primary key", append(target(db, "nopk"), "--alter", "ADD COLUMN x INT"), nil, "no primary key"},
+		{"no primary key", append(target(db, "nopk"), "--alter", "MODIFY v BIGINT"), nil, "no primary key"},
+		{"no primary key, copy forced", append(target(db, "nopk"), "--alter", "ADD COLUMN x INT", "--method", "copy"), nil, "no primary key"},
+		{"bad method", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--method", "fast"), nil, "use auto, instant, inplace or copy"},
+		{"unapproved risk", append(target(db, "ok"), "--alter", "DROP COLUMN v"), nil, "--approve=drop-column"},
+		{"algorithm in the alter", append(target(db, "ok"), "--alter", "ADD COLUMN x INT, ALGORITHM=COPY"), nil, "leave them out"},
 		{"no alter", target(db, "ok"), nil, "no ALTER given"},
 		{"password on the command line", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--password", "secret"), nil, "not accepted on the command line"},
 		{"password in the DSN", []string{"migrate", "--dsn", "u:secret@tcp(127.0.0.1:1)/d", "--table", "ok", "--alter", "ADD COLUMN x INT"}, nil, "holds a password"},
@@ -139,7 +143,7 @@ func TestInterruptMidCopy(t *testing.T) {
 	db.MustExec(t, "CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(200))")
 	db.Fill(t, "big", 60000, "n, REPEAT('v', 200)")
 	before := fmt.Sprint(db.Dump(t, "big", "*", "id"))
-	args := append(target(db, "big"), "--alter", "ADD COLUMN x INT", "--chunk-time", "1ms", "--threads", "1", "--progress-interval", "100ms")
+	args := append(target(db, "big"), "--alter", "ADD COLUMN x INT", "--method", "copy", "--chunk-time", "1ms", "--threads", "1", "--progress-interval", "100ms")
 	args = slices.DeleteFunc(args, func(s string) bool { return s == "--quiet" })
 	cmd := exec.Command(binary, args...)
 	var errBuf syncBuffer

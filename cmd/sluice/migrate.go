@@ -26,6 +26,33 @@ type migrateFlags struct {
 	dropOld, quiet, keepIndexes             bool
 	ddlThreads                              int
 	ddlBuffer                               int64
+	method, format                          string
+	approve                                 []string
+	replicas, dryRun                        bool
+	maxInplace, lockWait                    time.Duration
+}
+
+// connectionFlags registers the flags that say where to connect and what to
+// change, shared by migrate and plan.
+func connectionFlags(c *cobra.Command, f *migrateFlags) {
+	fl := c.Flags()
+	fl.StringVar(&f.host, "host", "127.0.0.1", "MySQL host")
+	fl.IntVar(&f.port, "port", 3306, "MySQL port")
+	fl.StringVar(&f.user, "user", "", "MySQL user (default: from --defaults-file, else the login name)")
+	fl.StringVar(&f.database, "database", "", "database of the table")
+	fl.StringVar(&f.table, "table", "", "table to change")
+	fl.StringVar(&f.alter, "alter", "", `the ALTER clause, e.g. "ADD COLUMN c INT" (a full ALTER TABLE statement is accepted too)`)
+	fl.StringVar(&f.dsn, "dsn", "", "connection as user@tcp(host:port)/database instead of --host/--port/--user/--database (no password in it)")
+	fl.StringVar(&f.passwordFile, "password-file", "", "file whose first line is the password")
+	fl.StringVar(&f.defaultsFile, "defaults-file", "", "MySQL option file to read user, password, host and port from ([client] section)")
+	fl.StringVar(&f.tlsMode, "tls", "false", "TLS for every connection, the binlog one included: false, true (verify the server), skip-verify or preferred")
+	fl.StringVar(&f.password, "password", "", "not accepted: use MYSQL_PWD, --password-file or --defaults-file")
+	fl.MarkHidden("password")
+	fl.BoolVar(&f.replicas, "replicas", false, "replicas read this server's binlog (detected when connected; say so when they may be down): limits in-place builds to --max-inplace-seconds")
+	fl.DurationVar(&f.maxInplace, "max-inplace-seconds", 30*time.Second, "with replicas, the longest estimated in-place index build; longer ones take the copy path")
+	fl.DurationVar(&f.lockWait, "lock-wait", time.Second, "longest wait for each metadata-lock attempt of an INSTANT or in-place ALTER")
+	fl.DurationVar(&f.lockTimeout, "cutover-lock-timeout", 2*time.Second, "longest wait for each table lock attempt; application queries never wait longer on sluice")
+	fl.IntVar(&f.copyWorkers, "threads", 2, "rows ranges copied at once")
 }
 
 func newMigrate() *cobra.Command {
@@ -48,28 +75,19 @@ or the [client] section of --defaults-file; never from the command line.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runMigrate(c.Context(), c, f) },
 	}
+	connectionFlags(c, &f)
 	fl := c.Flags()
-	fl.StringVar(&f.host, "host", "127.0.0.1", "MySQL host")
-	fl.IntVar(&f.port, "port", 3306, "MySQL port")
-	fl.StringVar(&f.user, "user", "", "MySQL user (default: from --defaults-file, else the login name)")
-	fl.StringVar(&f.database, "database", "", "database of the table")
-	fl.StringVar(&f.table, "table", "", "table to change")
-	fl.StringVar(&f.alter, "alter", "", `the ALTER clause, e.g. "ADD COLUMN c INT" (a full ALTER TABLE statement is accepted too)`)
-	fl.StringVar(&f.dsn, "dsn", "", "connection as user@tcp(host:port)/database instead of --host/--port/--user/--database (no password in it)")
-	fl.StringVar(&f.passwordFile, "password-file", "", "file whose first line is the password")
-	fl.StringVar(&f.defaultsFile, "defaults-file", "", "MySQL option file to read user, password, host and port from ([client] section)")
-	fl.StringVar(&f.tlsMode, "tls", "false", "TLS for every connection, the binlog one included: false, true (verify the server), skip-verify or preferred")
-	fl.StringVar(&f.password, "password", "", "not accepted: use MYSQL_PWD, --password-file or --defaults-file")
-	fl.MarkHidden("password")
-	fl.IntVar(&f.copyWorkers, "threads", 2, "rows ranges copied at once")
+	fl.StringVar(&f.method, "method", "auto", "path: auto (the planner's choice, see sluice plan), instant, inplace or copy")
+	fl.StringSliceVar(&f.approve, "approve", nil, "risks to accept: drop-column, rename-column, lossy-type, not-null, unique-key (sluice plan lists them)")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan (as sluice plan does) and change nothing")
+	fl.StringVar(&f.format, "format", "text", "with --dry-run: text or json")
 	fl.IntVar(&f.applyWorkers, "apply-threads", 4, "binlog change batches applied at once")
 	fl.IntVar(&f.checkWorkers, "checksum-threads", 4, "ranges compared at once by the checksum")
 	fl.DurationVar(&f.chunkTime, "chunk-time", 100*time.Millisecond, "target duration of one copy statement")
-	fl.DurationVar(&f.lockTimeout, "cutover-lock-timeout", 2*time.Second, "longest wait for each table lock attempt; application queries never wait longer on sluice")
 	fl.IntVar(&f.cutoverAttempts, "cutover-attempts", 10, "table lock attempts before giving up")
 	fl.BoolVar(&f.keepIndexes, "keep-indexes", false, "keep secondary indexes during the copy instead of building them after it")
-	fl.IntVar(&f.ddlThreads, "ddl-threads", 0, "innodb_ddl_threads and innodb_parallel_read_threads for the index build after the copy (default: min(4, CPUs) for a local server, else 4)")
-	fl.Int64Var(&f.ddlBuffer, "ddl-buffer-size", 256<<20, "innodb_ddl_buffer_size in bytes for the index build after the copy")
+	fl.IntVar(&f.ddlThreads, "ddl-threads", 0, "innodb_ddl_threads and innodb_parallel_read_threads for index builds (default: the planner's, one per server CPU up to 8)")
+	fl.Int64Var(&f.ddlBuffer, "ddl-buffer-size", 0, "innodb_ddl_buffer_size in bytes for index builds (default: the planner's, sized to the sort within the free memory)")
 	fl.BoolVar(&f.dropOld, "drop-old", false, "drop the original table after the swap instead of keeping it as _<table>_old")
 	fl.DurationVar(&f.progress, "progress-interval", 5*time.Second, "how often to print progress")
 	fl.BoolVar(&f.quiet, "quiet", false, "print only errors and the final summary")
@@ -79,6 +97,9 @@ or the [client] section of --defaults-file; never from the command line.`,
 func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 	if c.Flags().Changed("password") {
 		return errors.New("passwords are not accepted on the command line (other users can read it in the process list): use MYSQL_PWD, --password-file or --defaults-file")
+	}
+	if f.dryRun {
+		return runPlan(ctx, c, f)
 	}
 	conn, database, err := connection(c, f)
 	if err != nil {
@@ -95,6 +116,7 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		CutoverLockTimeout: f.lockTimeout, CutoverAttempts: f.cutoverAttempts,
 		KeepIndexes: f.keepIndexes, DDLThreads: f.ddlThreads, DDLBufferSize: f.ddlBuffer,
 		DropOld: f.dropOld, ProgressInterval: f.progress, Logger: logger,
+		Method: f.method, Approve: f.approve, Replicas: f.replicas, MaxInplace: f.maxInplace, LockWait: f.lockWait,
 	})
 	if err != nil {
 		return err
@@ -107,6 +129,15 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		return err
 	}
 	out := c.OutOrStdout()
+	switch res.Path {
+	case "instant":
+		fmt.Fprintf(out, "sluice: %s.%s changed INSTANTly in %s (%d metadata-lock attempt(s))\n", database, f.table, res.Total.Round(time.Millisecond), res.LockAttempts)
+		return nil
+	case "in-place":
+		fmt.Fprintf(out, "sluice: %s.%s changed in place in %s with innodb_ddl_threads=%d innodb_ddl_buffer_size=%d innodb_parallel_read_threads=%d; peak DDL memory %s\n",
+			database, f.table, res.Total.Round(time.Millisecond), res.DDL.Threads, res.DDL.BufferBytes, res.DDL.ReadThreads, mib(res.DDLPeakBytes))
+		return nil
+	}
 	fmt.Fprintf(out, "sluice: %s.%s migrated in %s: %d rows copied, %d changes applied, checksum %d rows in %d chunks, tables locked %s for the swap\n",
 		database, f.table, res.Total.Round(time.Millisecond), res.RowsCopied, res.KeysApplied, res.ChecksumRows, res.ChecksumChunks,
 		res.CutoverLock.Round(time.Millisecond))
@@ -179,4 +210,11 @@ func connection(c *cobra.Command, f migrateFlags) (dbconn.Config, string, error)
 		conn.Params["tls"] = f.tlsMode
 	}
 	return conn, database, nil
+}
+
+func mib(n int64) string {
+	if n <= 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }

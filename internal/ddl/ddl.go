@@ -12,6 +12,7 @@ import (
 
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/format"
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions in DEFAULT clauses
 )
 
@@ -29,6 +30,17 @@ type Alter struct {
 	ChangesPrimaryKey bool
 	// RenamesTable is true for RENAME [TO|AS] other.
 	RenamesTable bool
+	// Specs are the clause's parts, as the parser sees them.
+	Specs []*ast.AlterTableSpec
+}
+
+// Text returns one part of the clause as SQL text.
+func Text(spec *ast.AlterTableSpec) string {
+	var b strings.Builder
+	if err := spec.Restore(format.NewRestoreCtx(format.DefaultRestoreFlags|format.RestoreStringWithoutCharset, &b)); err != nil {
+		return fmt.Sprintf("(clause %d)", spec.Tp)
+	}
+	return b.String()
 }
 
 // ErrInvalid wraps every reason Parse refuses a clause.
@@ -61,7 +73,7 @@ func Parse(clause string) (*Alter, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q is not an ALTER TABLE clause", ErrInvalid, c)
 	}
-	out := &Alter{Clause: c, Renames: map[string]string{}, Dropped: map[string]bool{}, Added: map[string]bool{}}
+	out := &Alter{Clause: c, Renames: map[string]string{}, Dropped: map[string]bool{}, Added: map[string]bool{}, Specs: at.Specs}
 	for _, spec := range at.Specs {
 		switch spec.Tp {
 		case ast.AlterTableChangeColumn:
@@ -187,4 +199,9 @@ func indexAfterTableName(s string) int {
 		return i
 	}
 	return -1
+}
+
+// TypeText is a column definition's type as SQL, e.g. "varchar(20)".
+func TypeText(col *ast.ColumnDef) string {
+	return strings.ToLower(col.Tp.CompactStr())
 }

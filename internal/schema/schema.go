@@ -25,6 +25,16 @@ type Column struct {
 	Collation  string
 	MaxLength  int64 // characters for string types
 	Generated  bool  // a virtual or stored generated column: never written to
+	Stored     bool  // a stored generated column
+	AutoInc    bool
+}
+
+// Index is one index of a table.
+type Index struct {
+	Name    string
+	Unique  bool
+	Kind    string   // BTREE, FULLTEXT, SPATIAL
+	Columns []string // in key order; empty names for functional key parts
 }
 
 // Table is a base table's definition.
@@ -39,6 +49,46 @@ type Table struct {
 	Triggers      int
 	EstimatedRows int64
 	Engine        string
+	RowFormat     string // Dynamic, Compact, Compressed, Redundant
+	Charset       string // the table's default character set
+	DataBytes     int64  // the clustered index (information_schema estimate)
+	IndexBytes    int64  // the secondary indexes (estimate)
+	Indexes       []Index
+	// RowVersions is InnoDB's count of INSTANT column changes since the table
+	// was last rebuilt (at 64 the server refuses another); -1 when unknown.
+	RowVersions int
+}
+
+// Index returns the named index.
+func (t *Table) Index(name string) (Index, bool) {
+	for _, ix := range t.Indexes {
+		if strings.EqualFold(ix.Name, name) {
+			return ix, true
+		}
+	}
+	return Index{}, false
+}
+
+// Indexed reports whether a column is a part of some index.
+func (t *Table) Indexed(col string) bool {
+	for _, ix := range t.Indexes {
+		for _, c := range ix.Columns {
+			if strings.EqualFold(c, col) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// HasIndexKind reports whether the table has an index of kind (FULLTEXT, ...).
+func (t *Table) HasIndexKind(kind string) bool {
+	for _, ix := range t.Indexes {
+		if ix.Kind == kind {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrNotFound means the table does not exist.
@@ -71,10 +121,11 @@ func (t *Table) Quoted() string { return dbconn.QuoteTable(t.Database, t.Name) }
 // such base table.
 func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error) {
 	t := &Table{Database: database, Name: name}
-	var rows sql.NullInt64
-	var engine sql.NullString
-	err := db.QueryRowContext(ctx, `SELECT TABLE_ROWS, ENGINE FROM information_schema.TABLES
-		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND TABLE_TYPE = 'BASE TABLE'`, database, name).Scan(&rows, &engine)
+	var rows, dataLen, indexLen sql.NullInt64
+	var engine, rowFormat, charset sql.NullString
+	err := db.QueryRowContext(ctx, `SELECT t.TABLE_ROWS, t.ENGINE, t.ROW_FORMAT, t.DATA_LENGTH, t.INDEX_LENGTH, c.CHARACTER_SET_NAME
+		FROM information_schema.TABLES t LEFT JOIN information_schema.COLLATIONS c ON c.COLLATION_NAME = t.TABLE_COLLATION
+		WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ? AND t.TABLE_TYPE = 'BASE TABLE'`, database, name).Scan(&rows, &engine, &rowFormat, &dataLen, &indexLen, &charset)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%s.%s: %w", database, name, ErrNotFound)
 	}
@@ -83,6 +134,7 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 	}
 	t.EstimatedRows = rows.Int64
 	t.Engine = engine.String
+	t.RowFormat, t.DataBytes, t.IndexBytes, t.Charset = rowFormat.String, dataLen.Int64, indexLen.Int64, strings.ToLower(charset.String)
 
 	crows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE,
 			IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME, CHARACTER_MAXIMUM_LENGTH, EXTRA
@@ -105,11 +157,24 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 		c.Nullable = nullable == "YES"
 		c.Charset, c.Collation, c.MaxLength = cs.String, coll.String, maxLen.Int64
 		ex := strings.ToUpper(extra)
-		c.Generated = strings.Contains(ex, "VIRTUAL GENERATED") || strings.Contains(ex, "STORED GENERATED")
+		c.Stored = strings.Contains(ex, "STORED GENERATED")
+		c.Generated = c.Stored || strings.Contains(ex, "VIRTUAL GENERATED")
+		c.AutoInc = strings.Contains(ex, "AUTO_INCREMENT")
 		t.Columns = append(t.Columns, c)
 	}
 	if err := crows.Err(); err != nil {
 		return nil, fmt.Errorf("read columns of %s.%s: %w", database, name, err)
+	}
+
+	if err := loadIndexes(ctx, db, t); err != nil {
+		return nil, err
+	}
+	t.RowVersions = -1
+	var versions sql.NullInt64
+	// TOTAL_ROW_VERSIONS needs the PROCESS privilege; without it, unknown.
+	if db.QueryRowContext(ctx, `SELECT TOTAL_ROW_VERSIONS FROM information_schema.INNODB_TABLES WHERE NAME = ?`,
+		database+"/"+name).Scan(&versions) == nil && versions.Valid {
+		t.RowVersions = int(versions.Int64)
 	}
 
 	krows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS
@@ -144,6 +209,29 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 		return nil, fmt.Errorf("read triggers of %s.%s: %w", database, name, err)
 	}
 	return t, nil
+}
+
+func loadIndexes(ctx context.Context, db *sql.DB, t *Table) error {
+	rows, err := db.QueryContext(ctx, `SELECT INDEX_NAME, NON_UNIQUE, INDEX_TYPE, COALESCE(COLUMN_NAME, '')
+		FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND INDEX_NAME <> 'PRIMARY'
+		ORDER BY INDEX_NAME, SEQ_IN_INDEX`, t.Database, t.Name)
+	if err != nil {
+		return fmt.Errorf("read indexes of %s: %w", t.Quoted(), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, kind, col string
+		var nonUnique int
+		if err := rows.Scan(&name, &nonUnique, &kind, &col); err != nil {
+			return fmt.Errorf("read indexes of %s: %w", t.Quoted(), err)
+		}
+		if n := len(t.Indexes); n == 0 || t.Indexes[n-1].Name != name {
+			t.Indexes = append(t.Indexes, Index{Name: name, Unique: nonUnique == 0, Kind: strings.ToUpper(kind)})
+		}
+		ix := &t.Indexes[len(t.Indexes)-1]
+		ix.Columns = append(ix.Columns, col)
+	}
+	return rows.Err()
 }
 
 // ShowCreate returns SHOW CREATE TABLE's text.

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/ddl"
+	"github.com/sluicedb/sluice/internal/plan"
+	"github.com/sluicedb/sluice/internal/schema"
+)
+
+func newPlan() *cobra.Command {
+	var f migrateFlags
+	c := &cobra.Command{
+		Use:   "plan",
+		Short: "Say how sluice would carry out an ALTER, what it would block, and its risks; change nothing",
+		Long: `plan classifies every clause of the ALTER for the connected server (INSTANT,
+in place without a rebuild, in-place rebuild, or copy), picks sluice's path
+(instant, in-place with tuned parallel index-build settings, or shadow copy),
+and prints why, what it blocks and for how long at most, a rough time, disk and
+memory estimate, the session settings it would use, and the risks, with a count
+of the rows concerned. It only reads.`,
+		Example: `  sluice plan --host db1 --user dba --database shop --table orders --alter "ADD INDEX (created_at)"
+  sluice plan ... --alter "MODIFY note VARCHAR(20)" --format json`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return runPlan(c.Context(), c, f) },
+	}
+	connectionFlags(c, &f)
+	c.Flags().StringVar(&f.format, "format", "text", "text or json")
+	return c
+}
+
+func runPlan(ctx context.Context, c *cobra.Command, f migrateFlags) error {
+	if c.Flags().Changed("password") {
+		return errors.New("passwords are not accepted on the command line (other users can read it in the process list): use MYSQL_PWD, --password-file or --defaults-file")
+	}
+	if f.format != "text" && f.format != "json" {
+		return fmt.Errorf("--format %q: use text or json", f.format)
+	}
+	conn, database, err := connection(c, f)
+	if err != nil {
+		return err
+	}
+	switch {
+	case database == "":
+		return errors.New("no database given: pass --database")
+	case f.table == "":
+		return errors.New("no table given: pass --table")
+	}
+	a, err := ddl.Parse(f.alter)
+	if err != nil {
+		return err
+	}
+	if err := conn.Validate(); err != nil {
+		return err
+	}
+	db, err := dbconn.Open(ctx, conn, database, 2)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	p, _, err := plan.Make(ctx, db, conn.Host, database, f.table, a, plan.Options{
+		Replicas: f.replicas, MaxInplace: f.maxInplace, LockWait: f.lockWait, CutoverLock: f.lockTimeout, CopyThreads: f.copyWorkers,
+	})
+	if errors.Is(err, schema.ErrNotFound) {
+		return fmt.Errorf("table %s.%s does not exist; check --database and --table", database, f.table)
+	}
+	if err != nil {
+		return err
+	}
+	out := c.OutOrStdout()
+	if f.format == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(p)
+	}
+	fmt.Fprint(out, p.Text())
+	return nil
+}

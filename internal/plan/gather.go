@@ -1,0 +1,108 @@
+package plan
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/sluicedb/sluice/internal/ddl"
+	"github.com/sluicedb/sluice/internal/schema"
+)
+
+// Facts are what sluice reads from the server to plan.
+type Facts struct {
+	Server   Server
+	Version  string
+	CPUs     int   // 0 when unknown
+	Replicas int   // connections reading the binlog (replicas, CDC tools)
+	FreePool int64 // free buffer pool bytes
+}
+
+// ReadFacts reads the server's version, processors, binlog readers and free
+// buffer memory. Each is best effort: a missing privilege leaves it unknown.
+func ReadFacts(ctx context.Context, db *sql.DB, host string) (Facts, error) {
+	var f Facts
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&f.Version); err != nil {
+		return f, fmt.Errorf("read the server version: %w", err)
+	}
+	f.Server = ParseServer(f.Version)
+	var vcpus string
+	if db.QueryRowContext(ctx, "SELECT VCPU_IDS FROM information_schema.RESOURCE_GROUPS WHERE RESOURCE_GROUP_NAME = 'USR_default'").Scan(&vcpus) == nil {
+		f.CPUs = CountCPUs(vcpus)
+	}
+	if f.CPUs == 0 && isLocal(host) {
+		f.CPUs = runtime.NumCPU()
+	}
+	db.QueryRowContext(ctx, "SELECT COUNT(*) FROM performance_schema.threads WHERE PROCESSLIST_COMMAND LIKE 'Binlog Dump%'").Scan(&f.Replicas)
+	var free, page int64
+	if db.QueryRowContext(ctx, "SELECT VARIABLE_VALUE FROM performance_schema.global_status WHERE VARIABLE_NAME = 'Innodb_buffer_pool_pages_free'").Scan(&free) == nil &&
+		db.QueryRowContext(ctx, "SELECT @@innodb_page_size").Scan(&page) == nil {
+		f.FreePool = free * page
+	}
+	return f, nil
+}
+
+// DDLMemory is the index-build memory sluice allows by default: a quarter of
+// the free buffer pool, between 64 MiB and 1 GiB.
+func (f Facts) DDLMemory() int64 {
+	return min(max(f.FreePool/4, 64<<20), 1<<30)
+}
+
+// CountCPUs counts the processors in a VCPU_IDS list such as "0-3,6".
+func CountCPUs(ids string) int {
+	n := 0
+	for _, part := range strings.Split(ids, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			continue
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				continue
+			}
+		}
+		n += b - a + 1
+	}
+	return n
+}
+
+func isLocal(host string) bool {
+	if host == "" || host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Make reads the table and the server and plans the ALTER, counting the rows
+// at risk. It writes nothing.
+func Make(ctx context.Context, db *sql.DB, host, database, table string, a *ddl.Alter, o Options) (*Plan, Facts, error) {
+	f, err := ReadFacts(ctx, db, host)
+	if err != nil {
+		return nil, f, err
+	}
+	t, err := schema.Load(ctx, db, database, table)
+	if err != nil {
+		return nil, f, err
+	}
+	if o.CPUs == 0 {
+		o.CPUs = f.CPUs
+	}
+	if o.DDLMemory == 0 {
+		o.DDLMemory = f.DDLMemory()
+	}
+	if f.Replicas > 0 {
+		o.Replicas = true
+	}
+	p := Decide(t, a, f.Server, o)
+	if err := CountRisks(ctx, db, p.Risks); err != nil {
+		return nil, f, err
+	}
+	return p, f, nil
+}

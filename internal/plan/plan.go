@@ -1,0 +1,350 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+
+	"github.com/sluicedb/sluice/internal/ddl"
+	"github.com/sluicedb/sluice/internal/schema"
+)
+
+// Path is how sluice carries out the whole ALTER.
+type Path string
+
+const (
+	// PathInstant runs the ALTER with ALGORITHM=INSTANT.
+	PathInstant Path = "instant"
+	// PathInplace runs the ALTER in place (LOCK=NONE) with tuned parallel
+	// index-build settings.
+	PathInplace Path = "in-place"
+	// PathCopy copies into a shadow table while applying binlog changes in
+	// parallel, then swaps the tables.
+	PathCopy Path = "copy"
+)
+
+// Options are what the path choice depends on besides the ALTER and table.
+type Options struct {
+	// Replicas is true when replicas read this server's binlog: an in-place
+	// build stalls them for as long as it runs on the primary.
+	Replicas bool
+	// MaxInplace is the longest estimated in-place build allowed with
+	// replicas attached.
+	MaxInplace time.Duration
+	// CPUs is the server's processor count (0: unknown).
+	CPUs int
+	// DDLMemory is the most memory an index build may use (0: 256 MiB).
+	DDLMemory int64
+	// LockWait bounds each wait for a metadata lock (INSTANT, in-place start
+	// and end); CutoverLock bounds each cut-over lock attempt.
+	LockWait, CutoverLock time.Duration
+	// CopyThreads is the copy path's worker count.
+	CopyThreads int
+}
+
+// DDL are the session settings of an InnoDB index build.
+type DDL struct {
+	Threads     int   `json:"innodb_ddl_threads"`
+	BufferBytes int64 `json:"innodb_ddl_buffer_size"`
+	ReadThreads int   `json:"innodb_parallel_read_threads"`
+}
+
+// Estimate is a rough forecast, calibrated on the 2-core sandbox.
+type Estimate struct {
+	Seconds    float64 `json:"seconds"`
+	SpaceBytes int64   `json:"space_bytes"`
+	DDLMemory  int64   `json:"ddl_memory_bytes,omitempty"`
+	Basis      string  `json:"basis"`
+}
+
+// Plan is sluice's decision for one ALTER on one table, before anything runs.
+type Plan struct {
+	Table    string    `json:"table"`
+	Alter    string    `json:"alter"`
+	Path     Path      `json:"path"`
+	Why      string    `json:"why"`
+	Blocks   string    `json:"blocks"`
+	Steps    []Step    `json:"clauses"`
+	Estimate Estimate  `json:"estimate"`
+	DDL      *DDL      `json:"ddl_settings,omitempty"`
+	Settings []Setting `json:"session_settings"`
+	Risks    []Risk    `json:"risks"`
+	Replicas bool      `json:"replicas"`
+}
+
+// Setting is one session variable sluice sets.
+type Setting struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Calibration constants, measured on the 2-core sandbox with a 1M-row
+// sysbench table (see make bench-ddl and make bench).
+const (
+	sortNsPerEntry = 900  // one index entry scanned, sorted and inserted, one thread
+	copyNsPerRow   = 5000 // copy path: rows copied by two workers, binlog included
+	checkNsPerRow  = 1600 // copy path: checksum of both tables
+	entryOverhead  = 14   // InnoDB record header and page fill per index entry
+	defaultDDLMem  = 256 << 20
+	minDDLBuffer   = 1 << 20
+)
+
+// Decide chooses the path for a classified ALTER. It is pure.
+func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
+	steps := Classify(t, a, srv)
+	p := &Plan{Table: t.Name, Alter: a.Clause, Steps: steps, Replicas: o.Replicas}
+	worst := Worst(steps)
+	builds := newIndexes(t, a)
+	entryBytes := int64(0)
+	for _, b := range builds {
+		entryBytes += b
+	}
+	rows := max(t.EstimatedRows, 0)
+	lock := o.LockWait
+	if lock <= 0 {
+		lock = time.Second
+	}
+	lockSetting := Setting{"lock_wait_timeout", fmt.Sprint(int(math.Ceil(lock.Seconds())))}
+
+	switch {
+	case worst == Instant:
+		p.Path = PathInstant
+		p.Why = "every clause is INSTANT: only the data dictionary changes"
+		p.Blocks = fmt.Sprintf("an exclusive metadata lock for milliseconds; each wait for it is bounded by %s, then retried", lock)
+		p.Estimate = Estimate{Seconds: 0.1, Basis: "metadata only"}
+		p.Settings = []Setting{lockSetting}
+	case worst == Inplace:
+		d := TuneDDL(o.CPUs, rows*entryBytes, o.DDLMemory)
+		build := BuildTime(rows, len(builds), d)
+		if o.Replicas && len(builds) > 0 && build > o.MaxInplace {
+			p.Path = PathCopy
+			p.Why = fmt.Sprintf("the index build would run in place for about %s, and replicas would stall for as long (over --max-inplace-seconds=%s), so sluice copies instead",
+				round(build), o.MaxInplace)
+			break
+		}
+		p.Path = PathInplace
+		p.DDL = &d
+		switch {
+		case len(builds) == 0:
+			p.Why = "no clause needs a table rebuild or an index build: the server changes metadata in place"
+		case o.Replicas:
+			p.Why = fmt.Sprintf("only secondary-index work: built in place with tuned parallel DDL; replicas stall for about %s, within --max-inplace-seconds=%s", round(build), o.MaxInplace)
+		default:
+			p.Why = "only secondary-index work: built in place by the server with tuned parallel DDL, reads and writes go on"
+		}
+		p.Blocks = fmt.Sprintf("an exclusive metadata lock for milliseconds at the start and at the end (each wait bounded by %s, then retried); reads and writes go on during the build", lock)
+		if o.Replicas {
+			p.Blocks += fmt.Sprintf("; replicas apply the ALTER after it ends here and lag by about %s", round(build))
+		}
+		space := rows * (entryBytes + int64(entryOverhead*len(builds))) * 3 / 2
+		p.Estimate = Estimate{Seconds: build.Seconds(), SpaceBytes: space * 2, DDLMemory: d.BufferBytes,
+			Basis: fmt.Sprintf("%d rows x %d new index(es); space: the new indexes plus their sort files", rows, len(builds))}
+		p.Settings = append(d.Settings(), lockSetting)
+	default:
+		p.Path = PathCopy
+		if worst == Rebuild {
+			p.Why = "the server would rebuild the table in place, which holds replicas back for the whole rebuild and buffers concurrent writes in a log that can overflow; sluice copies into a shadow table and applies changes from the binlog in parallel instead"
+		} else {
+			p.Why = "some clause needs a table copy, which the server does with writes blocked; sluice copies into a shadow table and applies changes from the binlog in parallel instead"
+		}
+	}
+	if p.Path == PathCopy {
+		d := TuneDDL(o.CPUs, rows*secondaryEntryBytes(t), o.DDLMemory)
+		p.DDL = &d
+		cut := o.CutoverLock
+		if cut <= 0 {
+			cut = 2 * time.Second
+		}
+		p.Blocks = fmt.Sprintf("nothing during the copy; at the checksum and at the cut-over, writes to %s wait at most %s per attempt while sluice holds a table lock", t.Name, cut)
+		threads := max(o.CopyThreads, 1)
+		secs := float64(rows)*(copyNsPerRow*2/float64(threads)+checkNsPerRow)/1e9 + BuildTime(rows, len(t.Indexes), d).Seconds()
+		p.Estimate = Estimate{Seconds: secs, SpaceBytes: t.DataBytes*2 + t.IndexBytes, DDLMemory: d.BufferBytes,
+			Basis: fmt.Sprintf("%d rows copied, indexed and checksummed; space: a second copy of the table and its indexes, and the copy's rows in the binlog", rows)}
+		p.Settings = append([]Setting{
+			{"transaction_isolation", "READ-COMMITTED"}, {"time_zone", "+00:00"}, {"sql_mode", "strict, no zero dates"},
+			{"binlog_format", "ROW (checked)"}, {"binlog_row_image", "FULL (checked)"},
+		}, d.Settings()...)
+		p.Settings = append(p.Settings, Setting{"lock_wait_timeout", fmt.Sprint(int(math.Ceil(cut.Seconds()))) + " (cut-over)"})
+	}
+	p.Risks = Risks(t, a)
+	return p
+}
+
+// Settings lists the build's session variables.
+func (d DDL) Settings() []Setting {
+	return []Setting{
+		{"innodb_ddl_threads", fmt.Sprint(d.Threads)},
+		{"innodb_ddl_buffer_size", fmt.Sprint(d.BufferBytes)},
+		{"innodb_parallel_read_threads", fmt.Sprint(d.ReadThreads)},
+	}
+}
+
+// TuneDDL chooses an index build's settings from the server's processors,
+// the bytes of index entries to sort, and the memory the build may use: one
+// thread per processor (the seeds find little gain past 8), as many read
+// threads, and a buffer that holds the whole sort when memory allows, so it
+// needs no merge passes (the buffer is split among the threads).
+func TuneDDL(cpus int, sortBytes, memory int64) DDL {
+	if cpus <= 0 {
+		cpus = 4
+	}
+	if memory <= 0 {
+		memory = defaultDDLMem
+	}
+	threads := min(cpus, 8)
+	buf := int64(minDDLBuffer)
+	for buf < sortBytes*5/4 && buf*2 <= memory {
+		buf *= 2
+	}
+	return DDL{Threads: threads, BufferBytes: buf, ReadThreads: threads}
+}
+
+// BuildTime estimates an in-place build of n indexes over rows rows.
+func BuildTime(rows int64, n int, d DDL) time.Duration {
+	if n == 0 || rows == 0 {
+		return 0
+	}
+	speedup := math.Pow(float64(max(d.Threads, 1)), 0.7)
+	ns := float64(rows) * float64(n) * sortNsPerEntry / speedup
+	if d.BufferBytes <= minDDLBuffer {
+		ns *= 1.3 // merge passes
+	}
+	return time.Duration(ns)
+}
+
+func round(d time.Duration) time.Duration {
+	if d < time.Second {
+		return d.Round(10 * time.Millisecond)
+	}
+	return d.Round(100 * time.Millisecond)
+}
+
+// newIndexes returns the estimated entry size (key + primary key bytes) of
+// every secondary index the ALTER builds.
+func newIndexes(t *schema.Table, a *ddl.Alter) []int64 {
+	pk := keyBytes(t, t.PrimaryKey)
+	var out []int64
+	for _, spec := range a.Specs {
+		switch spec.Tp {
+		case ast.AlterTableAddConstraint:
+			if !isIndex(spec.Constraint.Tp) {
+				continue
+			}
+			var cols []string
+			for _, k := range spec.Constraint.Keys {
+				if k.Column != nil {
+					cols = append(cols, k.Column.Name.O)
+				}
+			}
+			out = append(out, pk+keyBytes(t, cols))
+		case ast.AlterTableAddColumns:
+			for _, col := range spec.NewColumns {
+				if colOpt(col, ast.ColumnOptionUniqKey) {
+					out = append(out, pk+8)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func isIndex(tp ast.ConstraintType) bool {
+	switch tp {
+	case ast.ConstraintKey, ast.ConstraintIndex, ast.ConstraintUniq, ast.ConstraintUniqKey, ast.ConstraintUniqIndex, ast.ConstraintFulltext:
+		return true
+	}
+	return false
+}
+
+func isUnique(tp ast.ConstraintType) bool {
+	return tp == ast.ConstraintUniq || tp == ast.ConstraintUniqKey || tp == ast.ConstraintUniqIndex
+}
+
+func secondaryEntryBytes(t *schema.Table) int64 {
+	pk := keyBytes(t, t.PrimaryKey)
+	var sum int64
+	for _, ix := range t.Indexes {
+		sum += pk + keyBytes(t, ix.Columns)
+	}
+	return sum
+}
+
+// keyBytes estimates the stored bytes of a key over cols.
+func keyBytes(t *schema.Table, cols []string) int64 {
+	var n int64
+	for _, name := range cols {
+		c, ok := t.Column(name)
+		if !ok {
+			n += 8
+			continue
+		}
+		n += columnBytes(c)
+	}
+	return n
+}
+
+func columnBytes(c schema.Column) int64 {
+	switch c.DataType {
+	case "tinyint", "year":
+		return 1
+	case "smallint":
+		return 2
+	case "mediumint", "date", "time":
+		return 3
+	case "int", "float", "timestamp":
+		return 4
+	case "bigint", "double", "datetime":
+		return 8
+	case "decimal":
+		return 8
+	case "char", "varchar", "binary", "varbinary":
+		return min(c.MaxLength, 767) + 1
+	}
+	return 32
+}
+
+// Text renders the plan for a person.
+func (p *Plan) Text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table:    %s\nalter:    %s\npath:     %s\nwhy:      %s\nblocks:   %s\n", p.Table, p.Alter, p.Path, p.Why, p.Blocks)
+	est := fmt.Sprintf("about %s", round(time.Duration(p.Estimate.Seconds*float64(time.Second))))
+	if p.Estimate.SpaceBytes > 0 {
+		est += ", " + bytes(p.Estimate.SpaceBytes) + " of disk"
+	}
+	if p.Estimate.DDLMemory > 0 {
+		est += ", at most " + bytes(p.Estimate.DDLMemory) + " of index-build memory"
+	}
+	fmt.Fprintf(&b, "estimate: %s (%s; rough)\n", est, p.Estimate.Basis)
+	b.WriteString("clauses:\n")
+	for _, s := range p.Steps {
+		fmt.Fprintf(&b, "  - %s: %s (%s)\n", s.Clause, s.Algorithm, s.Why)
+	}
+	b.WriteString("session settings:\n")
+	for _, s := range p.Settings {
+		fmt.Fprintf(&b, "  %s = %s\n", s.Name, s.Value)
+	}
+	if len(p.Risks) == 0 {
+		b.WriteString("risks: none\n")
+	} else {
+		b.WriteString("risks:\n")
+		for _, r := range p.Risks {
+			fmt.Fprintf(&b, "  - %s: %s\n", r.Kind, r.Describe())
+		}
+		fmt.Fprintf(&b, "to run it: sluice migrate ... --approve=%s\n", strings.Join(Kinds(p.Risks), ","))
+	}
+	return b.String()
+}
+
+func bytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+	default:
+		return fmt.Sprintf("%d KiB", max(n>>10, 1))
+	}
+}

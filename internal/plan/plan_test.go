@@ -1,0 +1,167 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/ddl"
+	"github.com/sluicedb/sluice/internal/schema"
+)
+
+// sbtest is sysbench's table as schema.Load describes it.
+func sbtest() *schema.Table {
+	return &schema.Table{
+		Database: "sbtest", Name: "sbtest1", Engine: "InnoDB", RowFormat: "Dynamic", Charset: "utf8mb4",
+		EstimatedRows: 1_000_000, DataBytes: 240 << 20, IndexBytes: 20 << 20, RowVersions: 0,
+		PrimaryKey: []string{"id"},
+		Columns: []schema.Column{
+			{Name: "id", DataType: "int", ColumnType: "int"},
+			{Name: "k", DataType: "int", ColumnType: "int"},
+			{Name: "c", DataType: "char", ColumnType: "char(120)", Charset: "utf8mb4", MaxLength: 120},
+			{Name: "pad", DataType: "char", ColumnType: "char(60)", Charset: "utf8mb4", MaxLength: 60},
+			{Name: "note", DataType: "varchar", ColumnType: "varchar(30)", Charset: "utf8mb4", MaxLength: 30, Nullable: true},
+			{Name: "amount", DataType: "decimal", ColumnType: "decimal(10,2)", Nullable: true},
+			{Name: "at", DataType: "datetime", ColumnType: "datetime(6)", Nullable: true},
+		},
+		Indexes: []schema.Index{{Name: "k_1", Kind: "BTREE", Columns: []string{"k"}}},
+	}
+}
+
+func mustParse(t *testing.T, s string) *ddl.Alter {
+	t.Helper()
+	a, err := ddl.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestDecidePaths(t *testing.T) {
+	srv := Server{Major: 9, Minor: 7, Patch: 4}
+	o := Options{CPUs: 2, MaxInplace: 30 * time.Second}
+	cases := []struct {
+		alter string
+		o     Options
+		want  Path
+	}{
+		{"ADD COLUMN x INT", o, PathInstant},
+		{"DROP COLUMN pad, RENAME COLUMN c TO c2", o, PathInstant},
+		{"ADD INDEX kc (c)", o, PathInplace},
+		{"ADD INDEX kc (c), ADD INDEX kp (pad), DROP INDEX k_1", o, PathInplace},
+		{"MODIFY note VARCHAR(60)", o, PathInplace},
+		{"MODIFY k BIGINT NOT NULL DEFAULT 0", o, PathCopy},
+		{"ENGINE=InnoDB", o, PathCopy},
+		{"ADD COLUMN x INT, ADD INDEX kx (x)", o, PathCopy}, // ADD COLUMN rebuilds when not INSTANT
+		{"ADD INDEX kc (c)", Options{CPUs: 2, Replicas: true, MaxInplace: 100 * time.Millisecond}, PathCopy},
+		{"ADD INDEX kc (c)", Options{CPUs: 2, Replicas: true, MaxInplace: time.Hour}, PathInplace},
+	}
+	for _, c := range cases {
+		p := Decide(sbtest(), mustParse(t, c.alter), srv, c.o)
+		if p.Path != c.want {
+			t.Errorf("%s: path %s (%s), want %s", c.alter, p.Path, p.Why, c.want)
+		}
+		if p.Why == "" || p.Blocks == "" || len(p.Settings) == 0 {
+			t.Errorf("%s: plan lacks why/blocks/settings: %+v", c.alter, p)
+		}
+		if c.want == PathInplace && strings.Contains(c.alter, "INDEX k") && (p.DDL == nil || p.Estimate.Seconds <= 0) {
+			t.Errorf("%s: an index build needs DDL settings and a time estimate: %+v", c.alter, p)
+		}
+	}
+	if p := Decide(sbtest(), mustParse(t, "ADD INDEX kc (c)"), srv, Options{CPUs: 2, Replicas: true, MaxInplace: 100 * time.Millisecond}); !strings.Contains(p.Why, "replicas") {
+		t.Errorf("the copy chosen over an in-place build must say it is for the replicas: %s", p.Why)
+	}
+}
+
+func TestOldServerRules(t *testing.T) {
+	old := Server{Major: 8, Minor: 0, Patch: 27}
+	for alter, want := range map[string]Algorithm{
+		"ADD COLUMN x INT":      Rebuild,
+		"DROP COLUMN pad":       Rebuild,
+		"RENAME COLUMN c TO c2": Inplace,
+	} {
+		if got := Worst(Classify(sbtest(), mustParse(t, alter), old)); got != want {
+			t.Errorf("8.0.27 %s: %s, want %s", alter, got, want)
+		}
+	}
+	versions := sbtest()
+	versions.RowVersions = 64
+	if got := Worst(Classify(versions, mustParse(t, "ADD COLUMN x INT"), Server{Major: 8, Minor: 0, Patch: 40})); got != Rebuild {
+		t.Errorf("8.0.40 with 64 row versions: %s, want a rebuild", got)
+	}
+	if got := Worst(Classify(versions, mustParse(t, "ADD COLUMN x INT"), Server{Major: 9, Minor: 1})); got != Instant {
+		t.Errorf("9.1 with 64 row versions: %s, want instant (the limit is 255)", got)
+	}
+}
+
+func TestTuneDDL(t *testing.T) {
+	d := TuneDDL(2, 20<<20, 256<<20)
+	if d.Threads != 2 || d.ReadThreads != 2 {
+		t.Errorf("threads = %+v, want one per processor", d)
+	}
+	if d.BufferBytes < 20<<20*5/4 || d.BufferBytes > 64<<20 {
+		t.Errorf("buffer %d for a 20 MiB sort: want the whole sort, rounded up to a power of two", d.BufferBytes)
+	}
+	if d := TuneDDL(64, 10<<30, 512<<20); d.Threads != 8 || d.BufferBytes != 512<<20 {
+		t.Errorf("big server, big sort: %+v, want 8 threads and the memory cap", d)
+	}
+	if d := TuneDDL(0, 0, 0); d.Threads != 4 || d.BufferBytes != 1<<20 {
+		t.Errorf("unknown server, nothing to sort: %+v", d)
+	}
+}
+
+func TestLossy(t *testing.T) {
+	ty := func(name string, l, s int, unsigned bool, cs string, elems ...string) ColType {
+		return ColType{Name: name, Length: l, Scale: s, Unsigned: unsigned, Charset: cs, Elems: elems}
+	}
+	cases := []struct {
+		from, to ColType
+		lossy    bool
+		cond     string
+	}{
+		{ty("int", -1, -1, false, ""), ty("bigint", -1, -1, false, ""), false, ""},
+		{ty("int", -1, -1, true, ""), ty("int", -1, -1, false, ""), true, "`c` NOT BETWEEN -2147483648 AND 2147483647"},
+		{ty("bigint", -1, -1, false, ""), ty("int", -1, -1, false, ""), true, "`c` NOT BETWEEN -2147483648 AND 2147483647"},
+		{ty("int", -1, -1, false, ""), ty("bigint", -1, -1, true, ""), true, "`c` NOT BETWEEN 0 AND 18446744073709551615"},
+		{ty("varchar", 30, -1, false, "utf8mb4"), ty("varchar", 10, -1, false, ""), true, "CHAR_LENGTH(`c`) > 10"},
+		{ty("varchar", 30, -1, false, "utf8mb4"), ty("text", -1, -1, false, ""), false, ""},
+		{ty("varchar", 30, -1, false, "utf8mb4"), ty("varchar", 30, -1, false, "latin1"), true,
+			"`c` <> CONVERT(CONVERT(`c` USING latin1) USING utf8mb4)"},
+		{ty("decimal", 10, 2, false, ""), ty("decimal", 10, 1, false, ""), true, "`c` <> ROUND(`c`, 1)"},
+		{ty("decimal", 10, 2, false, ""), ty("decimal", 12, 2, false, ""), false, ""},
+		{ty("datetime", -1, 6, false, ""), ty("datetime", -1, -1, false, ""), true, "MICROSECOND(`c`) % 1000000 <> 0"},
+		{ty("enum", -1, -1, false, "", "a", "b"), ty("enum", -1, -1, false, "", "a", "b", "c"), false, ""},
+		{ty("enum", -1, -1, false, "", "a", "b"), ty("enum", -1, -1, false, "", "a"), true, "`c` NOT IN ('a')"},
+		{ty("varchar", 30, -1, false, "utf8mb4"), ty("int", -1, -1, false, ""), true, ""},
+		{ty("double", -1, -1, false, ""), ty("float", -1, -1, false, ""), true, "`c` <> CAST(`c` AS FLOAT)"},
+	}
+	for _, c := range cases {
+		lossy, why, cond := Lossy(c.from, c.to, "`c`", "utf8mb4")
+		if lossy != c.lossy || cond != c.cond {
+			t.Errorf("%+v -> %+v: lossy=%v (%s) cond=%q, want %v %q", c.from, c.to, lossy, why, cond, c.lossy, c.cond)
+		}
+	}
+}
+
+func TestRisks(t *testing.T) {
+	a := mustParse(t, "DROP COLUMN pad, CHANGE note memo VARCHAR(30), MODIFY amount DECIMAL(10,2) NOT NULL, ADD UNIQUE KEY uk (c, k), MODIFY at DATETIME")
+	rs := Risks(sbtest(), a)
+	got := strings.Join(Kinds(rs), ",")
+	if got != "drop-column,lossy-type,not-null,rename-column,unique-key" {
+		t.Fatalf("risk kinds = %s; risks %+v", got, rs)
+	}
+	for _, r := range rs {
+		if r.Kind != RiskRenameColumn && r.Query == "" {
+			t.Errorf("%s: no count query", r.Kind)
+		}
+		if r.Kind == RiskUniqueKey && !strings.Contains(r.Query, "GROUP BY `c`, `k` HAVING COUNT(*) > 1") {
+			t.Errorf("unique count query: %s", r.Query)
+		}
+	}
+	if u := Unapproved(rs, []string{"drop-column", "Rename-Column "}); strings.Join(u, ",") != "lossy-type,not-null,unique-key" {
+		t.Errorf("unapproved = %v", u)
+	}
+	if rs := Risks(sbtest(), mustParse(t, "ADD COLUMN x INT, MODIFY k BIGINT NOT NULL DEFAULT 0, ADD INDEX kc (c)")); len(rs) != 0 {
+		t.Errorf("a widening change and new columns are not risks: %+v", rs)
+	}
+}
