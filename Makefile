@@ -4,7 +4,7 @@ SANDBOX := scripts/sandbox.sh
 GO ?= go
 DSN = $$($(SANDBOX) env | sed -e "s/^export SLUICE_TEST_DSN='//" -e "s/'$$//")
 
-.PHONY: all build demo test unit bench sandbox sandbox-down clean
+.PHONY: all build demo test unit bench bench-ddl sandbox sandbox-down clean
 
 all: build
 
@@ -33,6 +33,10 @@ unit:
 ## bench: sluice vs native ALTER vs pt-online-schema-change on a 1,000,000-row sysbench table, idle and under load.
 bench: sandbox build
 	@SLUICE_TEST_DSN=$(DSN) bin/sluice-bench run --pt-osc "$(SANDBOX) pt-osc" $(BENCH_ARGS)
+
+## bench-ddl: sweep the InnoDB parallel index-build settings for one and three indexes, beside the planner's choice.
+bench-ddl: sandbox build
+	@SLUICE_TEST_DSN=$(DSN) bin/sluice-bench ddl $(BENCH_ARGS)
 
 clean:
 	rm -rf bin

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -170,5 +171,67 @@ func TestInterruptMidCopy(t *testing.T) {
 	}
 	if tables := db.Tables(t); !slices.Equal(tables, []string{"big"}) {
 		t.Errorf("leftovers: %v", tables)
+	}
+}
+
+func TestPlanCommand(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT NULL, s VARCHAR(20), KEY kv (v))",
+		"INSERT INTO t VALUES (1, NULL, 'a'), (2, 5, 'a'), (3, 5, 'b'), (4, NULL, 'bb')")
+	before := fmt.Sprint(db.Dump(t, "t", "*", "id"))
+	conn := []string{"plan", "--host", db.Server.Host, "--port", fmt.Sprint(db.Server.Port), "--user", db.Server.User, "--database", db.Name, "--table", "t"}
+
+	r := sluice(t, nil, append(conn, "--alter", "ADD UNIQUE KEY uv (v), MODIFY s VARCHAR(1) NOT NULL, DROP COLUMN x2")...)
+	if r.code != 1 || !strings.Contains(lastLine(r.stderr), "names column x2, which t does not have") {
+		t.Errorf("a clause naming a missing column: exit %d, %q", r.code, lastLine(r.stderr))
+	}
+
+	r = sluice(t, nil, append(conn, "--alter", "ADD UNIQUE KEY uv (v), MODIFY s VARCHAR(1) NOT NULL")...)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"path:     copy", "unique-key: adds UNIQUE key uv", "(1 values held by more than one row)",
+		"lossy-type: changes s from varchar(20) to varchar(1)", "(1 rows hold values that would not fit)", "--approve=lossy-type,not-null,unique-key",
+		"not-null: makes s NOT NULL (0 rows hold NULL"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("plan output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	r = sluice(t, nil, append(conn, "--alter", "ADD INDEX ks (s)", "--format", "json")...)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var p struct {
+		Path     string
+		Clauses  []struct{ Algorithm string }
+		Settings []struct{ Name, Value string } `json:"session_settings"`
+		DDL      *struct {
+			Threads int `json:"innodb_ddl_threads"`
+		} `json:"ddl_settings"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, r.stdout)
+	}
+	if p.Path != "in-place" || len(p.Clauses) != 1 || p.Clauses[0].Algorithm != "in-place" || p.DDL == nil || p.DDL.Threads < 1 {
+		t.Errorf("json plan: %+v", p)
+	}
+
+	r = sluice(t, nil, append(conn, "--alter", "ADD COLUMN z INT", "--format", "yaml")...)
+	if r.code != 1 || !strings.Contains(lastLine(r.stderr), "use text or json") {
+		t.Errorf("bad format: exit %d, %q", r.code, lastLine(r.stderr))
+	}
+	// --dry-run is the same plan, and changes nothing either.
+	r = sluice(t, nil, append(target(db, "t"), "--alter", "ADD COLUMN z INT", "--dry-run")...)
+	if r.code != 0 || !strings.Contains(r.stdout, "path:     instant") {
+		t.Errorf("--dry-run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if after := fmt.Sprint(db.Dump(t, "t", "*", "id")); after != before || !slices.Equal(db.Tables(t), []string{"t"}) {
+		t.Error("plan changed the table")
+	}
+	var cols int
+	db.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 't'", db.Name).Scan(&cols)
+	if cols != 3 {
+		t.Errorf("t has %d columns after plan and --dry-run", cols)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pingcap/tidb/pkg/parser/ast"
+
 	"github.com/sluicedb/sluice/internal/ddl"
 	"github.com/sluicedb/sluice/internal/schema"
 )
@@ -91,6 +93,9 @@ func Make(ctx context.Context, db *sql.DB, host, database, table string, a *ddl.
 	if err != nil {
 		return nil, f, err
 	}
+	if err := checkColumns(t, a); err != nil {
+		return nil, f, err
+	}
 	if o.CPUs == 0 {
 		o.CPUs = f.CPUs
 	}
@@ -105,4 +110,24 @@ func Make(ctx context.Context, db *sql.DB, host, database, table string, a *ddl.
 		return nil, f, err
 	}
 	return p, f, nil
+}
+
+// checkColumns refuses an ALTER that names a column the table lacks, before
+// any count query trips on it.
+func checkColumns(t *schema.Table, a *ddl.Alter) error {
+	for _, spec := range a.Specs {
+		switch spec.Tp {
+		case ast.AlterTableDropColumn, ast.AlterTableModifyColumn, ast.AlterTableChangeColumn, ast.AlterTableRenameColumn, ast.AlterTableAlterColumn:
+			name := ""
+			if spec.OldColumnName != nil {
+				name = spec.OldColumnName.Name.O
+			} else if len(spec.NewColumns) == 1 {
+				name = spec.NewColumns[0].Name.Name.O
+			}
+			if _, ok := t.Column(name); name != "" && !ok {
+				return fmt.Errorf("the ALTER names column %s, which %s does not have", name, t.Name)
+			}
+		}
+	}
+	return nil
 }

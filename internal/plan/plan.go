@@ -84,12 +84,13 @@ type Setting struct {
 // Calibration constants, measured on the 2-core sandbox with a 1M-row
 // sysbench table (see make bench-ddl and make bench).
 const (
-	sortNsPerEntry = 900  // one index entry scanned, sorted and inserted, one thread
-	copyNsPerRow   = 5000 // copy path: rows copied by two workers, binlog included
-	checkNsPerRow  = 1600 // copy path: checksum of both tables
-	entryOverhead  = 14   // InnoDB record header and page fill per index entry
-	defaultDDLMem  = 256 << 20
-	minDDLBuffer   = 1 << 20
+	entryNs       = 1400 // one index entry scanned, sorted and inserted, one thread
+	entryByteNs   = 24   // and per byte of the entry
+	copyNsPerRow  = 5000 // copy path: rows copied by two workers, binlog included
+	checkNsPerRow = 1600 // copy path: checksum of both tables
+	entryOverhead = 14   // InnoDB record header and page fill per index entry
+	defaultDDLMem = 256 << 20
+	minDDLBuffer  = 1 << 20
 )
 
 // Decide chooses the path for a classified ALTER. It is pure.
@@ -118,7 +119,7 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 		p.Settings = []Setting{lockSetting}
 	case worst == Inplace:
 		d := TuneDDL(o.CPUs, rows*entryBytes, o.DDLMemory)
-		build := BuildTime(rows, len(builds), d)
+		build := BuildTime(rows, builds, d)
 		if o.Replicas && len(builds) > 0 && build > o.MaxInplace {
 			p.Path = PathCopy
 			p.Why = fmt.Sprintf("the index build would run in place for about %s, and replicas would stall for as long (over --max-inplace-seconds=%s), so sluice copies instead",
@@ -140,7 +141,7 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 			p.Blocks += fmt.Sprintf("; replicas apply the ALTER after it ends here and lag by about %s", round(build))
 		}
 		space := rows * (entryBytes + int64(entryOverhead*len(builds))) * 3 / 2
-		p.Estimate = Estimate{Seconds: build.Seconds(), SpaceBytes: space * 2, DDLMemory: d.BufferBytes,
+		p.Estimate = Estimate{Seconds: build.Seconds(), SpaceBytes: space * 2, DDLMemory: d.Memory(),
 			Basis: fmt.Sprintf("%d rows x %d new index(es); space: the new indexes plus their sort files", rows, len(builds))}
 		p.Settings = append(d.Settings(), lockSetting)
 	default:
@@ -152,7 +153,11 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 		}
 	}
 	if p.Path == PathCopy {
-		d := TuneDDL(o.CPUs, rows*secondaryEntryBytes(t), o.DDLMemory)
+		var sum int64
+		for _, b := range secondaryEntries(t) {
+			sum += b
+		}
+		d := TuneDDL(o.CPUs, rows*sum, o.DDLMemory)
 		p.DDL = &d
 		cut := o.CutoverLock
 		if cut <= 0 {
@@ -160,8 +165,8 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 		}
 		p.Blocks = fmt.Sprintf("nothing during the copy; at the checksum and at the cut-over, writes to %s wait at most %s per attempt while sluice holds a table lock", t.Name, cut)
 		threads := max(o.CopyThreads, 1)
-		secs := float64(rows)*(copyNsPerRow*2/float64(threads)+checkNsPerRow)/1e9 + BuildTime(rows, len(t.Indexes), d).Seconds()
-		p.Estimate = Estimate{Seconds: secs, SpaceBytes: t.DataBytes*2 + t.IndexBytes, DDLMemory: d.BufferBytes,
+		secs := float64(rows)*(copyNsPerRow*2/float64(threads)+checkNsPerRow)/1e9 + BuildTime(rows, secondaryEntries(t), d).Seconds()
+		p.Estimate = Estimate{Seconds: secs, SpaceBytes: t.DataBytes*2 + t.IndexBytes, DDLMemory: d.Memory(),
 			Basis: fmt.Sprintf("%d rows copied, indexed and checksummed; space: a second copy of the table and its indexes, and the copy's rows in the binlog", rows)}
 		p.Settings = append([]Setting{
 			{"transaction_isolation", "READ-COMMITTED"}, {"time_zone", "+00:00"}, {"sql_mode", "strict, no zero dates"},
@@ -184,9 +189,12 @@ func (d DDL) Settings() []Setting {
 
 // TuneDDL chooses an index build's settings from the server's processors,
 // the bytes of index entries to sort, and the memory the build may use: one
-// thread per processor (the seeds find little gain past 8), as many read
-// threads, and a buffer that holds the whole sort when memory allows, so it
-// needs no merge passes (the buffer is split among the threads).
+// sort thread and one read thread per processor (the seeds find little gain
+// past 8; on the 2-core sandbox the read threads matter most), and a buffer
+// of a 64th of the sort, so the merge has at most 64 runs per thread: on
+// the sandbox a buffer larger than that bought nothing (make bench-ddl),
+// while on tables whose sort files outgrow the page cache (the seeds'
+// 50M-row ones) it saves merge passes. It stays within memory.
 func TuneDDL(cpus int, sortBytes, memory int64) DDL {
 	if cpus <= 0 {
 		cpus = 4
@@ -196,23 +204,31 @@ func TuneDDL(cpus int, sortBytes, memory int64) DDL {
 	}
 	threads := min(cpus, 8)
 	buf := int64(minDDLBuffer)
-	for buf < sortBytes*5/4 && buf*2 <= memory {
+	for buf < sortBytes/64 && buf*2*int64(2+threads)/2 <= memory {
 		buf *= 2
 	}
 	return DDL{Threads: threads, BufferBytes: buf, ReadThreads: threads}
 }
 
-// BuildTime estimates an in-place build of n indexes over rows rows.
-func BuildTime(rows int64, n int, d DDL) time.Duration {
-	if n == 0 || rows == 0 {
+// Memory bounds what InnoDB's DDL allocates for a build with these settings:
+// measured on the sandbox at up to 1 + threads/2 times the buffer (make
+// bench-ddl), plus a MiB.
+func (d DDL) Memory() int64 {
+	return d.BufferBytes*int64(2+d.Threads)/2 + 1<<20
+}
+
+// BuildTime estimates an in-place build, over rows rows, of indexes whose
+// entries take the given bytes.
+func BuildTime(rows int64, entries []int64, d DDL) time.Duration {
+	if len(entries) == 0 || rows == 0 {
 		return 0
 	}
-	speedup := math.Pow(float64(max(d.Threads, 1)), 0.7)
-	ns := float64(rows) * float64(n) * sortNsPerEntry / speedup
-	if d.BufferBytes <= minDDLBuffer {
-		ns *= 1.3 // merge passes
+	perRow := 0.0
+	for _, b := range entries {
+		perRow += entryNs + entryByteNs*float64(b)
 	}
-	return time.Duration(ns)
+	speedup := math.Pow(float64(max(min(d.Threads, d.ReadThreads), 1)), 0.4)
+	return time.Duration(float64(rows) * perRow / speedup)
 }
 
 func round(d time.Duration) time.Duration {
@@ -263,13 +279,13 @@ func isUnique(tp ast.ConstraintType) bool {
 	return tp == ast.ConstraintUniq || tp == ast.ConstraintUniqKey || tp == ast.ConstraintUniqIndex
 }
 
-func secondaryEntryBytes(t *schema.Table) int64 {
+func secondaryEntries(t *schema.Table) []int64 {
 	pk := keyBytes(t, t.PrimaryKey)
-	var sum int64
+	var out []int64
 	for _, ix := range t.Indexes {
-		sum += pk + keyBytes(t, ix.Columns)
+		out = append(out, pk+keyBytes(t, ix.Columns))
 	}
-	return sum
+	return out
 }
 
 // keyBytes estimates the stored bytes of a key over cols.

@@ -95,15 +95,15 @@ func TestOldServerRules(t *testing.T) {
 }
 
 func TestTuneDDL(t *testing.T) {
-	d := TuneDDL(2, 20<<20, 256<<20)
+	d := TuneDDL(2, 130<<20, 256<<20)
 	if d.Threads != 2 || d.ReadThreads != 2 {
 		t.Errorf("threads = %+v, want one per processor", d)
 	}
-	if d.BufferBytes < 20<<20*5/4 || d.BufferBytes > 64<<20 {
-		t.Errorf("buffer %d for a 20 MiB sort: want the whole sort, rounded up to a power of two", d.BufferBytes)
+	if d.BufferBytes != 4<<20 {
+		t.Errorf("buffer %d for a 130 MiB sort: want a 64th of it, rounded up to a power of two", d.BufferBytes)
 	}
-	if d := TuneDDL(64, 10<<30, 512<<20); d.Threads != 8 || d.BufferBytes != 512<<20 {
-		t.Errorf("big server, big sort: %+v, want 8 threads and the memory cap", d)
+	if d := TuneDDL(64, 100<<30, 512<<20); d.Threads != 8 || d.Memory() > 512<<20+1<<20 || d.BufferBytes < 64<<20 {
+		t.Errorf("big server, big sort: %+v (memory %d), want 8 threads and the most buffer within the cap", d, d.Memory())
 	}
 	if d := TuneDDL(0, 0, 0); d.Threads != 4 || d.BufferBytes != 1<<20 {
 		t.Errorf("unknown server, nothing to sort: %+v", d)

@@ -21,7 +21,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := &cobra.Command{Use: "sluice-bench", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(demoCmd(), runCmd())
+	root.AddCommand(demoCmd(), runCmd(), ddlCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "sluice-bench: "+err.Error())
 		os.Exit(1)
@@ -51,6 +51,32 @@ func demoCmd() *cobra.Command {
 	}
 	c.Flags().IntVar(&rows, "rows", 200_000, "rows in the demo table")
 	c.Flags().IntVar(&writers, "writers", 8, "concurrent writers during the migration")
+	return c
+}
+
+func ddlCmd() *cobra.Command {
+	o := bench.DDLOptions{
+		Threads: []int{1, 2, 4},
+		Buffers: []int64{1 << 20, 64 << 20, 512 << 20},
+		Reads:   []int{1, 2},
+	}
+	c := &cobra.Command{
+		Use:   "ddl",
+		Short: "Sweep innodb_ddl_threads x innodb_ddl_buffer_size x innodb_parallel_read_threads for in-place index builds, beside the planner's choice",
+		RunE: func(c *cobra.Command, _ []string) error {
+			d, err := dsn()
+			if err != nil {
+				return err
+			}
+			o.DSN, o.Out = d, c.OutOrStdout()
+			return bench.DDLSweep(c.Context(), o)
+		},
+	}
+	c.Flags().IntVar(&o.Rows, "rows", 1_000_000, "sysbench table size")
+	c.Flags().IntSliceVar(&o.Threads, "ddl-threads", o.Threads, "innodb_ddl_threads values")
+	c.Flags().Int64SliceVar(&o.Buffers, "ddl-buffer-sizes", o.Buffers, "innodb_ddl_buffer_size values, bytes")
+	c.Flags().IntSliceVar(&o.Reads, "read-threads", o.Reads, "innodb_parallel_read_threads values")
+	c.Flags().IntVar(&o.Repeat, "repeat", 1, "extra runs of the planner's choice and of the three fastest settings")
 	return c
 }
 
