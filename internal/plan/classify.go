@@ -486,14 +486,7 @@ func splitElems(s string) []string {
 }
 
 func typeName(ft *types.FieldType) string {
-	s := types.TypeToStr(ft.GetType(), ft.GetCharset())
-	switch s {
-	case "datetime", "timestamp", "time", "date", "year", "json", "bit", "enum", "set", "decimal", "float", "double",
-		"tinyint", "smallint", "mediumint", "int", "bigint", "char", "varchar", "binary", "varbinary",
-		"tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob", "mediumblob", "longblob", "geometry":
-		return s
-	}
-	return s
+	return types.TypeToStr(ft.GetType(), ft.GetCharset())
 }
 
 // sameType reports whether the new definition keeps the column's type.
