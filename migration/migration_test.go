@@ -623,3 +623,59 @@ func TestCancelAtEveryPhase(t *testing.T) {
 		})
 	}
 }
+
+// TestChecksumCatchesDamage damages the shadow table behind sluice's back
+// just before the checksum (a write the binlog never carries to the apply) and
+// expects the run to stop before the cut-over, the original untouched.
+func TestChecksumCatchesDamage(t *testing.T) {
+	db := testdb.New(t)
+	// one: a single collation (hashed without casts); mixed: two character
+	// sets (hashed as bytes).
+	db.MustExec(t,
+		`CREATE TABLE one (id INT PRIMARY KEY, a VARCHAR(20) NOT NULL, b VARCHAR(20) NULL, n INT NULL)`,
+		`CREATE TABLE mixed (id INT PRIMARY KEY, a VARCHAR(20) CHARACTER SET latin1 NOT NULL,
+			b VARCHAR(20) CHARACTER SET utf8mb4 NULL, n INT NULL)`)
+	for _, tb := range []string{"one", "mixed"} {
+		db.Fill(t, tb, 5000, "n, CONCAT('a', n), IF(n % 3 = 0, '', CONCAT('b', n)), IF(n % 5 = 0, NULL, n)")
+	}
+	cases := []struct{ table, damage string }{
+		{"one", "UPDATE _one_new SET a = 'changed' WHERE id = 17"},
+		{"one", "DELETE FROM _one_new WHERE id = 4321"},
+		{"one", "INSERT INTO _one_new (id, a, b, n) VALUES (9999, 'x', 'y', 1)"},
+		{"one", "UPDATE _one_new SET b = NULL WHERE id = 3"},              // '' -> NULL
+		{"one", "UPDATE _one_new SET n = 0 WHERE id = 5"},                 // NULL -> 0
+		{"one", "UPDATE _one_new SET a = 'a12', b = 'b11' WHERE id = 11"}, // row 12's value in row 11
+		{"mixed", "UPDATE _mixed_new SET b = 'changed' WHERE id = 17"},
+		{"mixed", "UPDATE _mixed_new SET b = NULL WHERE id = 3"},
+	}
+	for i, tc := range cases {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			before := db.Dump(t, tc.table, "id, a, b, n", "id")
+			cfg := config(t, db, tc.table, "MODIFY COLUMN n BIGINT NULL")
+			damaged := false
+			cfg.OnPhase = func(name string) {
+				if name == "checksum" {
+					db.MustExec(t, tc.damage)
+					damaged = true
+				}
+			}
+			r, err := migration.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = r.Run(context.Background())
+			if !damaged {
+				t.Fatal("the checksum phase never started")
+			}
+			if err == nil || !strings.Contains(err.Error(), "does not match") {
+				t.Fatalf("%s: want a checksum mismatch, got %v", tc.damage, err)
+			}
+			if after := db.Dump(t, tc.table, "id, a, b, n", "id"); fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Error("the original table changed")
+			}
+			if tables := db.Tables(t); !slices.Equal(tables, []string{"mixed", "one"}) {
+				t.Errorf("leftovers: %v", tables)
+			}
+		})
+	}
+}

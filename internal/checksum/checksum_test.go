@@ -1,7 +1,6 @@
 package checksum
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/sluicedb/sluice/internal/schema"
@@ -28,13 +27,35 @@ func TestComparable(t *testing.T) {
 	}
 }
 
-func TestRowExprSeparatesNulls(t *testing.T) {
-	e := rowExpr([]Col{{Name: "a"}, {Name: "b", Text: true}})
-	want := "CONCAT_WS('#', `a`, CAST(`b` AS BINARY), CONCAT(ISNULL(`a`), ISNULL(`b`)))"
-	if e != want {
-		t.Errorf("got  %s\nwant %s", e, want)
+func TestRowExpr(t *testing.T) {
+	cases := []struct {
+		cols []Col
+		cast bool
+		want string
+	}{
+		// A nullable column adds the NULL flags; a cast reads text as bytes.
+		{[]Col{{Name: "a", Nullable: true}, {Name: "b", Text: true}}, true,
+			"CONCAT_WS('#', `a`, CAST(`b` AS BINARY), CONCAT(ISNULL(`a`)))"},
+		// No nullable column: no flags; no cast: the column as it is.
+		{[]Col{{Name: "a"}, {Name: "b", Text: true}}, false, "CONCAT_WS('#', `a`, `b`)"},
 	}
-	if !strings.Contains(e, "ISNULL") {
-		t.Error("NULL flags missing")
+	for i, tc := range cases {
+		if got := rowExpr(tc.cols, tc.cast); got != tc.want {
+			t.Errorf("case %d:\n got  %s\n want %s", i, got, tc.want)
+		}
+	}
+}
+
+func TestMixedText(t *testing.T) {
+	u := func(coll string) Col { return Col{Name: "x", Text: true, Collation: coll} }
+	num := Col{Name: "n"}
+	if mixedText([]Col{u("utf8mb4_bin"), num, u("utf8mb4_bin")}) {
+		t.Error("one collation reported as mixed")
+	}
+	if !mixedText([]Col{u("utf8mb4_bin"), num, u("latin1_swedish_ci")}) {
+		t.Error("two collations not reported as mixed")
+	}
+	if mixedText([]Col{num, num}) {
+		t.Error("no character column reported as mixed")
 	}
 }
