@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +26,9 @@ type Options struct {
 	SkipFull    bool          // skip the unthrottled-load runs
 	SluiceOnly  bool          // time only F and sluice (for tuning sluice)
 	SluiceArgs  []string      // extra flags for every sluice run
+	// Repeat runs every ALTER this many times, interleaved (F, sluice, peer,
+	// F, sluice, ...), and reports medians (default 1).
+	Repeat int
 	// PtOsc is the command that runs pt-online-schema-change ("" skips the
 	// peer), e.g. "scripts/sandbox.sh pt-osc".
 	PtOsc string
@@ -79,6 +83,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.Baseline <= 0 {
 		o.Baseline = 10 * time.Second
+	}
+	if o.Repeat <= 0 {
+		o.Repeat = 1
 	}
 	if err := ensureSysbench(); err != nil {
 		return err
@@ -159,9 +166,11 @@ func Run(ctx context.Context, o Options) error {
 	}
 	const rebuildName, copyName = "native ALTER ENGINE=InnoDB (in-place rebuild)", "native ALTER MODIFY k BIGINT (copy, blocks writes)"
 	run := func(list []step, rate float64) error {
-		for _, st := range list {
-			if err := timed(st, rate); err != nil {
-				return err
+		for rep := 0; rep < o.Repeat; rep++ {
+			for _, st := range list {
+				if err := timed(st, rate); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -201,29 +210,113 @@ func Run(ctx context.Context, o Options) error {
 	return nil
 }
 
-func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
-	f := rs[0].wall
-	fmt.Fprintf(w, "\nsluice benchmark: %d-row sysbench sbtest1, MySQL sandbox, %d-thread oltp_read_write load (capacity %.0f tps)\n", rows, threads, capacity)
-	fmt.Fprintf(w, "F = native in-place rebuild, idle = %s; times are multiples of F, measured in this run\n\n", f.Round(time.Millisecond))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ALTER\tload\tx F\tTPS before\tTPS during (mean)\tkept\tlowest TPS/s\tzero-TPS s\tapp errors\tsluice max RSS")
+// summary is every run of one ALTER at one load level.
+type summary struct {
+	name, load string
+	runs       []result
+	wall       time.Duration // median
+	lo, hi     time.Duration // fastest and slowest run
+	before     Window        // throughput before, over every run (Mean: mean of the runs)
+	during     Window        // during: mean of means, lowest second, most zero seconds
+	errBefore  float64       // failed application transactions a minute, before
+	errDuring  float64       // and during
+	rssMB      float64       // the largest
+	failures   []string
+}
+
+// summarize groups results by ALTER and load, in order of first appearance.
+func summarize(rs []result) []summary {
+	var out []summary
+	idx := map[string]int{}
 	for _, r := range rs {
-		x := float64(r.wall) / float64(f)
-		rss := ""
-		if r.rssMB > 0 {
-			rss = fmt.Sprintf("%.0f MB", r.rssMB)
+		k := r.name + "\x00" + r.load
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, summary{name: r.name, load: r.load})
 		}
-		if r.load != "idle" {
-			kept := 0.0
-			if r.before.Mean > 0 {
-				kept = r.during.Mean / r.before.Mean * 100
+		out[i].runs = append(out[i].runs, r)
+	}
+	for i := range out {
+		s := &out[i]
+		walls := make([]time.Duration, len(s.runs))
+		var secBefore, secDuring int
+		var errB, errD float64
+		s.during.Min = -1
+		for j, r := range s.runs {
+			walls[j] = r.wall
+			s.before.Mean += r.before.Mean / float64(len(s.runs))
+			s.during.Mean += r.during.Mean / float64(len(s.runs))
+			if r.during.Seconds > 0 && (s.during.Min < 0 || r.during.Min < s.during.Min) {
+				s.during.Min = r.during.Min
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.0f\t%.0f\t%.0f%%\t%.0f\t%d\t%.0f\t%s\n", r.name, r.load, x, r.before.Mean, r.during.Mean, kept, r.during.Min, r.during.Zero, r.during.Errors, rss)
-		} else {
-			fmt.Fprintf(tw, "%s\t%s\t%.2f\t-\t-\t-\t-\t-\t-\t%s\n", r.name, r.load, x, rss)
+			s.during.Zero = max(s.during.Zero, r.during.Zero)
+			secBefore, secDuring = secBefore+r.before.Seconds, secDuring+r.during.Seconds
+			errB, errD = errB+r.before.Errors, errD+r.during.Errors
+			s.rssMB = max(s.rssMB, r.rssMB)
+			if r.failure != "" {
+				s.failures = append(s.failures, r.failure)
+			}
 		}
-		if r.failure != "" {
-			fmt.Fprintf(tw, "  FAILED: %s\t\t\t\t\t\t\t\t\n", r.failure)
+		s.during.Min = max(s.during.Min, 0)
+		if secBefore > 0 {
+			s.errBefore = errB * 60 / float64(secBefore)
+		}
+		if secDuring > 0 {
+			s.errDuring = errD * 60 / float64(secDuring)
+		}
+		slices.Sort(walls)
+		s.wall, s.lo, s.hi = median(walls), walls[0], walls[len(walls)-1]
+	}
+	return out
+}
+
+// median of sorted durations: the middle one, or the mean of the middle two.
+func median(d []time.Duration) time.Duration {
+	n := len(d)
+	if n%2 == 1 {
+		return d[n/2]
+	}
+	return (d[n/2-1] + d[n/2]) / 2
+}
+
+func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
+	ss := summarize(rs)
+	f := ss[0].wall
+	repeat := len(ss[0].runs)
+	fmt.Fprintf(w, "\nsluice benchmark: %d-row sysbench sbtest1, MySQL sandbox, %d-thread oltp_read_write load (capacity %.0f tps)\n", rows, threads, capacity)
+	fmt.Fprintf(w, "F = native in-place rebuild, idle = %s", f.Round(time.Millisecond))
+	if repeat > 1 {
+		fmt.Fprintf(w, " (median of %d)", repeat)
+	}
+	fmt.Fprintf(w, "; times are multiples of F, measured in this run")
+	if repeat > 1 {
+		fmt.Fprintf(w, ": medians of %d interleaved runs (fastest-slowest)", repeat)
+	}
+	fmt.Fprintf(w, "\n\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ALTER\tload\tx F\tTPS before\tTPS during (mean)\tkept\tlowest TPS/s\tzero-TPS s\tapp errors/min before, during\tsluice max RSS")
+	for _, s := range ss {
+		x := fmt.Sprintf("%.2f", float64(s.wall)/float64(f))
+		if len(s.runs) > 1 {
+			x += fmt.Sprintf(" (%.2f-%.2f)", float64(s.lo)/float64(f), float64(s.hi)/float64(f))
+		}
+		rss := ""
+		if s.rssMB > 0 {
+			rss = fmt.Sprintf("%.0f MB", s.rssMB)
+		}
+		if s.load != "idle" {
+			kept := 0.0
+			if s.before.Mean > 0 {
+				kept = s.during.Mean / s.before.Mean * 100
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.0f\t%.0f%%\t%.0f\t%d\t%.1f, %.1f\t%s\n", s.name, s.load, x, s.before.Mean, s.during.Mean, kept, s.during.Min, s.during.Zero, s.errBefore, s.errDuring, rss)
+		} else {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\t-\t-\t%s\n", s.name, s.load, x, rss)
+		}
+		for _, f := range s.failures {
+			fmt.Fprintf(tw, "  FAILED: %s\t\t\t\t\t\t\t\t\t\n", f)
 		}
 	}
 	tw.Flush()

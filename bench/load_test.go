@@ -25,3 +25,39 @@ time=x level=INFO msg="phase done" phase=checksum took=1.46s`
 		t.Errorf("got %q", got)
 	}
 }
+
+func TestSummarize(t *testing.T) {
+	s := time.Second
+	rs := []result{
+		{name: "F", load: "idle", wall: 4 * s},
+		{name: "sluice", load: "load", wall: 9 * s, rssMB: 20,
+			before: Window{Mean: 100, Seconds: 10, Errors: 2}, during: Window{Mean: 90, Min: 50, Zero: 0, Seconds: 9, Errors: 3}},
+		{name: "F", load: "idle", wall: 2 * s},
+		{name: "sluice", load: "load", wall: 7 * s, rssMB: 25,
+			before: Window{Mean: 110, Seconds: 10, Errors: 0}, during: Window{Mean: 100, Min: 40, Zero: 1, Seconds: 7, Errors: 1}},
+		{name: "F", load: "idle", wall: 3 * s},
+		{name: "sluice", load: "load", wall: 8 * s, failure: "boom",
+			before: Window{Mean: 90, Seconds: 10}, during: Window{Mean: 80, Min: 60, Seconds: 8}},
+	}
+	ss := summarize(rs)
+	if len(ss) != 2 || ss[0].name != "F" || ss[1].name != "sluice" {
+		t.Fatalf("groups: %+v", ss)
+	}
+	if ss[0].wall != 3*s || ss[0].lo != 2*s || ss[0].hi != 4*s {
+		t.Errorf("F: median %s, range %s-%s", ss[0].wall, ss[0].lo, ss[0].hi)
+	}
+	l := ss[1]
+	if l.wall != 8*s || l.during.Min != 40 || l.during.Zero != 1 || l.rssMB != 25 || len(l.failures) != 1 {
+		t.Errorf("sluice: %+v", l)
+	}
+	if l.before.Mean < 99.9 || l.before.Mean > 100.1 || l.during.Mean < 89.9 || l.during.Mean > 90.1 {
+		t.Errorf("means: before %.2f during %.2f", l.before.Mean, l.during.Mean)
+	}
+	// 2 errors in 30 s before: 4 a minute; 4 in 24 s during: 10 a minute.
+	if l.errBefore != 4 || l.errDuring != 10 {
+		t.Errorf("errors a minute: before %.2f, during %.2f", l.errBefore, l.errDuring)
+	}
+	if got := median([]time.Duration{1 * s, 2 * s, 4 * s, 9 * s}); got != 3*s {
+		t.Errorf("median of four: %s", got)
+	}
+}

@@ -48,7 +48,7 @@ type Runner struct {
 	path plan.Path // the path taken (the plan's, or the forced one)
 	ddl  plan.DDL  // index-build settings
 
-	deferred      []string // secondary index definitions built after the copy
+	deferred      []schema.KeyDef // secondary indexes built after the copy
 	shadowCreated bool
 	swapped       atomic.Bool
 	// renaming is set just before the RENAME is sent: from then on the binlog
@@ -191,7 +191,8 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 		return err
 	}
 	r.log.Info("reading changes from the binlog", "position", pos.String())
-	r.applier, err = apply.New(apply.Config{DB: r.db, Mapping: r.mapping, Key: r.key, Workers: r.cfg.ApplyWorkers}, r.sched)
+	r.applier, err = apply.New(apply.Config{DB: r.db, Mapping: r.mapping, Key: r.key, Workers: r.cfg.ApplyWorkers,
+		Settle: r.settleConflict}, r.sched)
 	if err != nil {
 		return err
 	}
@@ -201,8 +202,8 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 	go func() {
 		defer wg.Done()
 		if err := r.applier.Run(ctx); err != nil && !r.settling() {
-			if errors.Is(err, apply.ErrDuplicate) {
-				err = fmt.Errorf("a change during the copy made two rows collide under a unique key of the new table, so the migration stops (no row was dropped): %w", err)
+			if errors.Is(err, apply.ErrDuplicate) && !errors.Is(err, errCollision) {
+				err = fmt.Errorf("%w: %w", errCollision, err)
 			}
 			cancel(err)
 		}
@@ -311,11 +312,28 @@ func (r *Runner) drainLocked(ctx context.Context, conn *sql.Conn, maxWait time.D
 	}
 	if err := r.applier.ApplyLocked(ctx, conn); err != nil {
 		if errors.Is(err, apply.ErrDuplicate) {
-			return fmt.Errorf("a change made two rows collide under a unique key of the new table, so the migration stops (no row was dropped): %w", err)
+			return fmt.Errorf("%w: %w", errCollision, err)
 		}
 		return err
 	}
 	return nil
+}
+
+// errCollision is a unique-key collision found with the shadow equal to the
+// original: one the original really holds.
+var errCollision = errors.New("a change made two rows collide under a unique key of the new table, so the migration stops (no row was dropped)")
+
+// settleConflict decides a unique-key conflict the apply workers could not
+// resolve: under a brief read lock on the original it applies every change, so
+// that the shadow equals the original. A collision then is real (errCollision);
+// otherwise it was a change not yet read from the binlog, now applied.
+func (r *Runner) settleConflict(ctx context.Context) error {
+	r.log.Info("a unique-key conflict outlived applying every pending change; checking it under a lock on the original")
+	spec := r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " WRITE"
+	hooks := cutover.Hooks{Before: r.pauseApply, After: func() { r.sched.Hold(false) }}
+	return cutover.WithLock(ctx, r.db, spec, r.policy(), r.log, hooks, func(ctx context.Context, lock *sql.Conn) error {
+		return r.drainLocked(ctx, lock, time.Second)
+	})
 }
 
 func (r *Runner) policy() cutover.Policy {

@@ -30,11 +30,16 @@ type Config struct {
 	Workers int
 	// BatchSize is the most keys per batch (default 500).
 	BatchSize int
+	// Settle, if set, is called when a unique-key conflict outlives applying
+	// every pending key together. It must apply every change under a lock on
+	// the original, where the shadow equals the original, and return an error
+	// wrapping ErrDuplicate if the collision is still there, else nil.
+	Settle func(ctx context.Context) error
 }
 
 // Applier applies the keys a Scheduler holds. Run blocks until its context ends
-// or an error stops it; ApplyOn may be called at any time from one other
-// goroutine (while the scheduler is held, so no worker runs).
+// or an error stops it; ApplyLocked may be called from one other goroutine
+// while the scheduler is held, so no worker runs.
 type Applier struct {
 	cfg     Config
 	sched   *Scheduler
@@ -129,10 +134,14 @@ func (a *Applier) worker(ctx context.Context, conflict chan<- []rowkey.Key) erro
 	}
 }
 
-// resolver handles unique-key conflicts: it holds the scheduler, waits for the
-// batches in flight, and applies every pending key in one transaction. If the
-// conflict is still there, the original table really holds rows that collide
-// under the new key.
+// resolver handles unique-key conflicts. A conflict is often only a stale
+// row in the shadow that another pending key will fix, so the resolver pauses
+// the workers, waits for the batches in flight, and applies every pending key
+// in one transaction. If the conflict is still there, a change may not have
+// been read from the binlog yet: Settle (if set) applies every change under a
+// lock on the original, where a collision is one the original really holds.
+// While the caller holds the scheduler, its own drain applies everything at
+// once, and the resolver leaves the keys to it.
 func (a *Applier) resolver(ctx context.Context, conflict <-chan []rowkey.Key) error {
 	for {
 		select {
@@ -140,31 +149,42 @@ func (a *Applier) resolver(ctx context.Context, conflict <-chan []rowkey.Key) er
 			return ctx.Err()
 		case <-conflict:
 		}
-		a.sched.Hold(true)
-		for a.sched.InFlight() > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-		conn, err := a.cfg.DB.Conn(ctx)
-		if err != nil {
-			return fmt.Errorf("apply: %w", err)
-		}
-		err = a.ApplyOn(ctx, conn)
-		conn.Close()
-		if err != nil {
+		if err := a.resolve(ctx); err != nil {
 			return err
 		}
-		a.sched.Hold(false)
 	}
 }
 
-// ApplyOn applies every ready key on conn, in one transaction (the caller makes
-// sure no worker runs meanwhile).
-func (a *Applier) ApplyOn(ctx context.Context, conn *sql.Conn) error {
-	return a.applyAll(ctx, txRunner{conn})
+func (a *Applier) resolve(ctx context.Context) error {
+	a.sched.Pause()
+	defer a.sched.Resume()
+	for a.sched.InFlight() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	keys := a.sched.TakeAllUnlessHeld()
+	if len(keys) == 0 {
+		return nil
+	}
+	conn, err := a.cfg.DB.Conn(ctx)
+	if err != nil {
+		a.sched.Requeue(keys)
+		return fmt.Errorf("apply: %w", err)
+	}
+	err = a.applyWithRetry(ctx, txRunner{conn}, keys, forShare)
+	conn.Close()
+	if err != nil {
+		a.sched.Requeue(keys)
+		if errors.Is(err, ErrDuplicate) && a.cfg.Settle != nil {
+			return a.cfg.Settle(ctx)
+		}
+		return err
+	}
+	a.sched.Done(keys)
+	return nil
 }
 
 // ApplyLocked applies every ready key on conn, which holds LOCK TABLES on both

@@ -27,7 +27,10 @@ type Scheduler struct {
 	inflight map[string]bool
 	// again holds keys marked while their batch was in flight.
 	again map[string]rowkey.Key
-	held  bool
+	held  int // holds placed by callers (Hold), which may nest
+	// paused counts the applier's own pauses (Pause), kept apart from held so
+	// that the applier never lifts a hold it did not place.
+	paused int
 	// changed is closed (and replaced) when workers may find new work.
 	changed chan struct{}
 	added   int64
@@ -69,7 +72,7 @@ func (s *Scheduler) Add(keys ...rowkey.Key) {
 		}
 		s.ready[e] = k
 	}
-	if !s.held && len(s.ready) > 0 {
+	if s.held == 0 && s.paused == 0 && len(s.ready) > 0 {
 		s.broadcastLocked()
 	}
 	s.mu.Unlock()
@@ -80,10 +83,39 @@ func (s *Scheduler) Add(keys ...rowkey.Key) {
 func (s *Scheduler) Next(max int) []rowkey.Key {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.held {
+	if s.held > 0 || s.paused > 0 {
 		return nil
 	}
 	return s.takeLocked(max)
+}
+
+// TakeAllUnlessHeld takes every ready key unless the caller holds the
+// scheduler (its own drain then applies them). Pauses do not count.
+func (s *Scheduler) TakeAllUnlessHeld() []rowkey.Key {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held > 0 {
+		return nil
+	}
+	return s.takeLocked(len(s.ready))
+}
+
+// Pause stops Next from handing out keys until the matching Resume, whether
+// or not the scheduler is held.
+func (s *Scheduler) Pause() {
+	s.mu.Lock()
+	s.paused++
+	s.mu.Unlock()
+}
+
+// Resume lifts one Pause.
+func (s *Scheduler) Resume() {
+	s.mu.Lock()
+	s.paused--
+	if s.paused == 0 && s.held == 0 {
+		s.broadcastLocked()
+	}
+	s.mu.Unlock()
 }
 
 // TakeAll takes every ready key, even while held; the caller applies them
@@ -121,7 +153,7 @@ func (s *Scheduler) Done(keys []rowkey.Key) {
 			s.ready[e] = again
 		}
 	}
-	if !s.held && len(s.ready) > 0 {
+	if s.held == 0 && s.paused == 0 && len(s.ready) > 0 {
 		s.broadcastLocked()
 	}
 	s.mu.Unlock()
@@ -136,17 +168,22 @@ func (s *Scheduler) Requeue(keys []rowkey.Key) {
 		delete(s.again, e)
 		s.ready[e] = k
 	}
-	if !s.held {
+	if s.held == 0 && s.paused == 0 {
 		s.broadcastLocked()
 	}
 	s.mu.Unlock()
 }
 
-// Hold stops (true) or resumes (false) Next from handing out keys.
+// Hold(true) stops Next from handing out keys; Hold(false) lifts one such
+// hold. Holds nest: the keys flow again when every hold is lifted.
 func (s *Scheduler) Hold(held bool) {
 	s.mu.Lock()
-	s.held = held
-	if !held {
+	if held {
+		s.held++
+	} else if s.held > 0 {
+		s.held--
+	}
+	if s.held == 0 && s.paused == 0 {
 		s.broadcastLocked()
 	}
 	s.mu.Unlock()

@@ -107,3 +107,38 @@ func TestSchedulerConcurrentNeverDoubleHandsOut(t *testing.T) {
 		t.Errorf("backlog = %d after draining", s.Backlog())
 	}
 }
+
+// TestSchedulerHoldsNestAndPausesAreSeparate: a hold lifted by one party does
+// not lift another's, and the applier's own pause never lifts a hold.
+func TestSchedulerHoldsNestAndPausesAreSeparate(t *testing.T) {
+	s := NewScheduler()
+	s.Add(k(1), k(2))
+	s.Hold(true) // the copy
+	s.Hold(true) // a lock attempt
+	s.Hold(false)
+	if s.Next(10) != nil {
+		t.Fatal("one of two holds lifted, and keys were handed out")
+	}
+	if s.TakeAllUnlessHeld() != nil {
+		t.Fatal("TakeAllUnlessHeld took keys while held")
+	}
+	s.Pause()
+	s.Resume()
+	if s.Next(10) != nil {
+		t.Fatal("a pause and resume lifted a hold")
+	}
+	s.Hold(false)
+	s.Pause()
+	if s.Next(10) != nil {
+		t.Fatal("a paused scheduler handed out keys")
+	}
+	if got := ids(s.TakeAllUnlessHeld()); len(got) != 2 {
+		t.Fatalf("TakeAllUnlessHeld while only paused = %v, want both keys", got)
+	}
+	s.Resume()
+	s.Hold(false) // one too many: ignored
+	s.Add(k(3))
+	if got := ids(s.Next(10)); len(got) != 1 {
+		t.Fatalf("after every hold and pause were lifted, Next = %v", got)
+	}
+}

@@ -2,28 +2,36 @@ package schema
 
 import (
 	"strings"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
 )
 
-// SecondaryKeys returns the definitions of the plain (non-unique, non-fulltext,
-// non-spatial) secondary indexes in a SHOW CREATE TABLE text, e.g.
-// "KEY `k_1` (`k`)", and their names. These can be dropped before a bulk copy
-// and added afterwards with a sorted parallel build; unique indexes stay, so
-// a duplicate shows as soon as it is copied.
-func SecondaryKeys(createTable string) (defs, names []string) {
+// KeyDef is a secondary index as SHOW CREATE TABLE prints it, e.g.
+// "KEY `k_1` (`k`)" or "UNIQUE KEY `u` (`email`)".
+type KeyDef struct {
+	Name, Def string
+	Unique    bool
+}
+
+// SecondaryKeys returns the B-tree secondary indexes on columns (plain and
+// unique; not fulltext, spatial, functional or the primary key) of a SHOW
+// CREATE TABLE text. These can be dropped before a bulk copy and added
+// afterwards with a sorted parallel build online (a functional index cannot).
+func SecondaryKeys(createTable string) []KeyDef {
+	var keys []KeyDef
 	for _, line := range strings.Split(createTable, "\n") {
-		l := strings.TrimSpace(line)
-		if !strings.HasPrefix(l, "KEY `") {
+		l := strings.TrimSuffix(strings.TrimSpace(line), ",")
+		rest, unique := strings.CutPrefix(l, "UNIQUE ")
+		if !strings.HasPrefix(rest, "KEY `") {
 			continue
 		}
-		l = strings.TrimSuffix(l, ",")
-		name, ok := backquoted(l[len("KEY "):])
-		if !ok {
+		name, ok := backquoted(rest[len("KEY "):])
+		if !ok || functional(rest[len("KEY ")+len(dbconn.QuoteIdent(name)):]) {
 			continue
 		}
-		defs = append(defs, l)
-		names = append(names, name)
+		keys = append(keys, KeyDef{Name: name, Def: l, Unique: unique})
 	}
-	return defs, names
+	return keys
 }
 
 // backquoted reads a `quoted` identifier at the start of s.
@@ -44,4 +52,32 @@ func backquoted(s string) (string, bool) {
 		b.WriteByte(s[i])
 	}
 	return "", false
+}
+
+// functional reports whether an index's key part list, " (`a`,(expr)) ...",
+// has an expression part: a part that opens with a parenthesis.
+func functional(parts string) bool {
+	s := strings.TrimSpace(parts)
+	if !strings.HasPrefix(s, "(") {
+		return false
+	}
+	depth, quoted := 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '`':
+			quoted = !quoted // a doubled `` toggles twice
+		case quoted:
+		case c == '(':
+			depth++
+			if depth == 2 && (i == 1 || s[i-1] == ',') {
+				return true
+			}
+		case c == ')':
+			depth--
+			if depth == 0 {
+				return false
+			}
+		}
+	}
+	return false
 }
