@@ -58,9 +58,19 @@ type Config struct {
 	Replicas   bool
 	MaxInplace time.Duration
 	// LockWait bounds each wait for the metadata lock of an INSTANT or
-	// in-place ALTER (default 1s); attempts are retried up to
-	// CutoverAttempts times with backoff.
-	LockWait time.Duration
+	// in-place ALTER (default 1s): the longest any application query queues
+	// behind sluice's request. Attempts are retried with backoff and jitter
+	// until LockDeadline (default 5m).
+	LockWait     time.Duration
+	LockDeadline time.Duration
+	// MaxQueued ends a lock attempt early once more than this many queries
+	// queue behind it (0: only LockWait ends it).
+	MaxQueued int
+	// KillAfter, if positive, kills a session that has blocked sluice's
+	// lock request that long, unless it holds LOCK TABLES or its transaction
+	// modified more than KillMaxRows rows (default 10000). 0 never kills.
+	KillAfter   time.Duration
+	KillMaxRows int64
 	// KeepIndexes keeps the shadow's secondary indexes during the copy instead
 	// of building them afterwards.
 	KeepIndexes bool
@@ -137,6 +147,15 @@ func (c *Config) validate() error {
 	}
 	if c.LockWait <= 0 {
 		c.LockWait = time.Second
+	}
+	if c.LockDeadline <= 0 {
+		c.LockDeadline = 5 * time.Minute
+	}
+	if c.MaxQueued < 0 || c.KillAfter < 0 || c.KillMaxRows < 0 {
+		return fmt.Errorf("%w: --max-queued, --kill-blockers and --kill-max-rows must not be negative", ErrConfig)
+	}
+	if c.KillMaxRows == 0 {
+		c.KillMaxRows = 10000
 	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = 5 * time.Second

@@ -5,12 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/mdl"
 )
 
 // errRefused means the server will not run the ALTER with the algorithm
@@ -47,58 +46,51 @@ func (r *Runner) runInplace(ctx context.Context) error {
 }
 
 // nativeAlter runs the user's ALTER on the table itself with the given
-// algorithm. Every wait for the metadata lock is bounded by LockWait (no
-// query queues behind sluice longer than that); a timed-out attempt is
-// retried with backoff and jitter. If ctx ends while the ALTER runs, the
-// statement is killed: InnoDB DDL is atomic, so the table stays as it was.
+// algorithm, through the metadata-lock guard (package mdl): each wait for the
+// lock is bounded by LockWait, so no query queues behind sluice longer than
+// that; an attempt ends early when MaxQueued queries pile up behind it;
+// blockers are named in the log and the final error, and killed only as
+// KillAfter allows; attempts are retried with backoff and jitter until
+// LockDeadline. If ctx ends while the ALTER runs, the statement is killed:
+// InnoDB DDL is atomic, so the table stays as it was.
 func (r *Runner) nativeAlter(ctx context.Context, algorithm string, settings []string) error {
-	conn, err := r.db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	var id int64
-	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
-		return err
-	}
-	wait := int(math.Ceil(r.cfg.LockWait.Seconds()))
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", wait)); err != nil {
-		return err
-	}
-	for _, s := range settings {
-		if _, err := conn.ExecContext(ctx, s); err != nil {
-			r.log.Info("cannot tune the index build; using the server's defaults", "setting", s, "err", err)
-		}
-	}
 	q := "ALTER TABLE " + r.orig.Quoted() + " " + r.alter.Clause + ", " + algorithm
-	for attempt := 1; ; attempt++ {
-		r.res.LockAttempts = attempt
-		err := r.execKillable(ctx, conn, id, q)
-		if err == nil {
-			return nil
+	g := r.lockGuard(r.orig.Name)
+	err := g.Run(ctx, "ALTER TABLE "+r.orig.Name+" "+algorithm, func(ctx context.Context, conn *sql.Conn) error {
+		r.res.LockAttempts++
+		var id int64
+		if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+			return err
 		}
-		switch dbconn.ErrorNumber(err) {
-		case errAlterNotSupported, errAlterNotSupportedReason, errMaxRowVersions, errInstantAddNotSupported:
-			return fmt.Errorf("%w: %v", errRefused, err)
-		case dbconn.ErrLockWaitTimeout:
-			if attempt >= r.cfg.CutoverAttempts {
-				return fmt.Errorf("gave up after %d attempts to get the metadata lock on %s (each wait bounded by %ds): a long transaction or query holds the table; the table is unchanged",
-					attempt, r.orig.Name, wait)
+		for _, s := range settings {
+			if _, err := conn.ExecContext(ctx, s); err != nil {
+				r.log.Info("cannot tune the index build; using the server's defaults", "setting", s, "err", err)
 			}
-			pause := time.Duration(min(attempt, 10))*200*time.Millisecond + time.Duration(rand.IntN(200))*time.Millisecond
-			r.log.Info("metadata lock busy; retrying", "attempt", attempt, "pause", pause.Round(time.Millisecond))
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(pause):
-			}
-		default:
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return preflightErr("the ALTER does not apply to %s: %v", r.orig.Name, err)
 		}
+		return r.execKillable(ctx, conn, id, q)
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, mdl.ErrDeadline):
+		return fmt.Errorf("%w; the table is unchanged", err)
 	}
+	switch dbconn.ErrorNumber(err) {
+	case errAlterNotSupported, errAlterNotSupportedReason, errMaxRowVersions, errInstantAddNotSupported:
+		return fmt.Errorf("%w: %v", errRefused, err)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return preflightErr("the ALTER does not apply to %s: %v", r.orig.Name, err)
+}
+
+// lockGuard returns the metadata-lock guard for statements on tables.
+func (r *Runner) lockGuard(tables ...string) *mdl.Guard {
+	return &mdl.Guard{DB: r.db, Database: r.cfg.Database, Tables: tables, Log: r.log, Policy: mdl.Policy{
+		Budget: r.cfg.LockWait, Deadline: r.cfg.LockDeadline, MaxQueued: r.cfg.MaxQueued,
+		KillAfter: r.cfg.KillAfter, KillMaxRows: r.cfg.KillMaxRows,
+	}}
 }
 
 // execKillable runs q on conn; if ctx ends first it kills the statement from

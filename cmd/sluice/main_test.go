@@ -235,3 +235,19 @@ func TestPlanCommand(t *testing.T) {
 		t.Errorf("t has %d columns after plan and --dry-run", cols)
 	}
 }
+
+func TestKillAfterFlag(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{{"never", 0, true}, {"after=30s", 30 * time.Second, true}, {"after=0s", 0, false}, {"always", 0, false}, {"after=x", 0, false}} {
+		got, err := killAfter(tc.in)
+		if got != tc.want || (err == nil) != tc.ok {
+			t.Errorf("%q: %s, %v", tc.in, got, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "use never or after=DURATION") {
+			t.Errorf("%q: unclear error %v", tc.in, err)
+		}
+	}
+}

@@ -30,6 +30,23 @@ type migrateFlags struct {
 	approve                                 []string
 	replicas, dryRun                        bool
 	maxInplace, lockWait                    time.Duration
+	lockDeadline                            time.Duration
+	maxQueued                               int
+	killBlockers                            string
+	killMaxRows                             int64
+}
+
+// killAfter parses --kill-blockers: "never" (0) or "after=DURATION".
+func killAfter(v string) (time.Duration, error) {
+	if v == "never" || v == "" {
+		return 0, nil
+	}
+	if d, ok := strings.CutPrefix(v, "after="); ok {
+		if dur, err := time.ParseDuration(d); err == nil && dur > 0 {
+			return dur, nil
+		}
+	}
+	return 0, fmt.Errorf("--kill-blockers=%s: use never or after=DURATION, e.g. after=30s", v)
 }
 
 // connectionFlags registers the flags that say where to connect and what to
@@ -85,6 +102,10 @@ or the [client] section of --defaults-file; never from the command line.`,
 	fl.IntVar(&f.checkWorkers, "checksum-threads", 4, "ranges compared at once by the checksum")
 	fl.DurationVar(&f.chunkTime, "chunk-time", 100*time.Millisecond, "target duration of one copy statement")
 	fl.IntVar(&f.cutoverAttempts, "cutover-attempts", 10, "table lock attempts before giving up")
+	fl.DurationVar(&f.lockDeadline, "lock-deadline", 5*time.Minute, "how long the metadata-lock attempts of an INSTANT or in-place ALTER may go on before sluice gives up, naming the blockers")
+	fl.IntVar(&f.maxQueued, "max-queued", 0, "end a metadata-lock attempt early once more than this many queries queue behind it (0: only --lock-wait ends it)")
+	fl.StringVar(&f.killBlockers, "kill-blockers", "never", "never, or after=DURATION: kill a session that has blocked sluice's metadata-lock request that long (never one under LOCK TABLES or past --kill-max-rows)")
+	fl.Int64Var(&f.killMaxRows, "kill-max-rows", 10000, "never kill a blocker whose transaction modified more rows than this")
 	fl.BoolVar(&f.keepIndexes, "keep-indexes", false, "keep secondary indexes during the copy instead of building them after it")
 	fl.IntVar(&f.ddlThreads, "ddl-threads", 0, "innodb_ddl_threads and innodb_parallel_read_threads for index builds (default: the planner's, one per server CPU up to 8)")
 	fl.Int64Var(&f.ddlBuffer, "ddl-buffer-size", 0, "innodb_ddl_buffer_size in bytes for index builds (default: the planner's, sized to the sort within the free memory)")
@@ -110,6 +131,10 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(c.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	kill, err := killAfter(f.killBlockers)
+	if err != nil {
+		return err
+	}
 	r, err := migration.New(migration.Config{
 		Conn: conn, Database: database, Table: f.table, Alter: f.alter,
 		CopyWorkers: f.copyWorkers, ApplyWorkers: f.applyWorkers, ChecksumWorkers: f.checkWorkers, ChunkTime: f.chunkTime,
@@ -117,6 +142,7 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		KeepIndexes: f.keepIndexes, DDLThreads: f.ddlThreads, DDLBufferSize: f.ddlBuffer,
 		DropOld: f.dropOld, ProgressInterval: f.progress, Logger: logger,
 		Method: f.method, Approve: f.approve, Replicas: f.replicas, MaxInplace: f.maxInplace, LockWait: f.lockWait,
+		LockDeadline: f.lockDeadline, MaxQueued: f.maxQueued, KillAfter: kill, KillMaxRows: f.killMaxRows,
 	})
 	if err != nil {
 		return err

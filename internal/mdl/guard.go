@@ -1,0 +1,238 @@
+package mdl
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+)
+
+// ErrDeadline means no attempt got the lock before the deadline.
+var ErrDeadline = errors.New("could not get the metadata lock before the deadline")
+
+// Guard runs statements that need an exclusive metadata lock on a table: one
+// attempt waits at most the budget, a watcher ends it early when queries pile
+// up behind it, blockers are named, killed only as the policy allows, and
+// attempts are retried with backoff and jitter until the deadline.
+type Guard struct {
+	DB       *sql.DB
+	Database string
+	Tables   []string // the tables the statements lock
+	Policy   Policy
+	Log      *slog.Logger
+	// Poll is how often the watcher looks at the locks (default 50ms).
+	Poll time.Duration
+}
+
+// errGaveUp marks an attempt the watcher ended.
+var errGaveUp = errors.New("attempt given up")
+
+// Attempt is what one attempt saw.
+type Attempt struct {
+	Blockers []Session // the sessions holding a lock on the table, last seen
+	Queued   int       // the most sessions seen queued behind the request
+	GaveUp   string    // why the watcher ended it, if it did
+}
+
+// Run runs fn on a dedicated connection whose lock_wait_timeout is the
+// budget, until fn succeeds, fails with an error other than a lock wait, ctx
+// ends, or the deadline passes (ErrDeadline, naming the blockers). fn must be
+// safe to run again after a lock-wait failure; the connection it gets is
+// discarded afterwards unless fn returns nil.
+func (g *Guard) Run(ctx context.Context, what string, fn func(ctx context.Context, conn *sql.Conn) error) error {
+	p := g.Policy.WithDefaults()
+	log := g.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	start := time.Now()
+	seen := map[int64]time.Time{} // blockers: when first seen blocking
+	var last Attempt
+	for attempt := 1; ; attempt++ {
+		a, err := g.once(ctx, p, fn, seen, log, what)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errGaveUp) && !isLockWait(err) {
+			return err
+		}
+		last = a
+		reason := a.GaveUp
+		if reason == "" {
+			reason = fmt.Sprintf("the lock was not granted within lock_wait_timeout=%ds", p.LockWaitSeconds())
+		}
+		args := []any{"what", what, "attempt", attempt, "why", reason, "queued", a.Queued}
+		for i, b := range a.Blockers {
+			args = append(args, fmt.Sprintf("blocker%d", i+1), b.String())
+		}
+		log.Info("metadata lock attempt ended; the application's queries went on", args...)
+		delay := p.Delay(attempt, rand.Float64())
+		if time.Since(start)+delay >= p.Deadline {
+			return fmt.Errorf("%w: %s gave up after %d attempts in %s: %s", ErrDeadline, what, attempt,
+				time.Since(start).Round(time.Second), describe(last.Blockers))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+	}
+}
+
+// describe names the blockers for an error.
+func describe(bs []Session) string {
+	if len(bs) == 0 {
+		return "no blocker was seen holding the table (a lock held briefly by each of many short queries?)"
+	}
+	parts := make([]string, len(bs))
+	for i, b := range bs {
+		parts[i] = b.String()
+	}
+	return "blocked by " + strings.Join(parts, "; ")
+}
+
+func isLockWait(err error) bool {
+	return dbconn.ErrorNumber(err) == dbconn.ErrLockWaitTimeout
+}
+
+// once is one attempt.
+func (g *Guard) once(ctx context.Context, p Policy, fn func(context.Context, *sql.Conn) error,
+	seen map[int64]time.Time, log *slog.Logger, what string) (a Attempt, err error) {
+	conn, err := g.DB.Conn(ctx)
+	if err != nil {
+		return a, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			// A lock-wait error or a kill leaves nothing to keep: discard the
+			// connection rather than return it in an unknown state.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		conn.Close()
+	}()
+	var self int64
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&self); err != nil {
+		return a, err
+	}
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", p.LockWaitSeconds())); err != nil {
+		return a, err
+	}
+	// Before the attempt: kill what the policy allows, so the request does
+	// not queue behind a blocker it will kill anyway.
+	if ss, err := Sessions(ctx, g.DB, g.Database, g.Tables, self); err == nil {
+		a.Blockers = g.track(ctx, p, ss, seen, log, what)
+	}
+
+	var mu sync.Mutex
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	began := time.Now()
+	go func() {
+		defer close(done)
+		t := time.NewTicker(g.poll())
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+			}
+			waiting, err := waitsForMDL(wctx, g.DB, self)
+			if err != nil || !waiting {
+				continue
+			}
+			ss, err := Sessions(wctx, g.DB, g.Database, g.Tables, self)
+			if err != nil {
+				continue
+			}
+			queued := 0
+			for _, s := range ss {
+				if s.Queued() {
+					queued++
+				}
+			}
+			blockers := g.track(wctx, p, ss, seen, log, what)
+			mu.Lock()
+			a.Blockers, a.Queued = blockers, max(a.Queued, queued)
+			mu.Unlock()
+			if give, why := p.GiveUp(time.Since(began), queued); give {
+				// Only while the request still waits: a statement past its
+				// lock is left to finish.
+				if w, err := waitsForMDL(wctx, g.DB, self); err == nil && w {
+					mu.Lock()
+					a.GaveUp = why
+					mu.Unlock()
+					g.DB.ExecContext(context.WithoutCancel(wctx), fmt.Sprintf("KILL QUERY %d", self))
+					return
+				}
+			}
+		}
+	}()
+	err = fn(ctx, conn)
+	stop()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if err == nil {
+		ok = true
+		return a, nil
+	}
+	if a.GaveUp != "" && (dbconn.ErrorNumber(err) == dbconn.ErrQueryInterrupted || isLockWait(err)) {
+		return a, fmt.Errorf("%w: %s", errGaveUp, a.GaveUp)
+	}
+	return a, err
+}
+
+func (g *Guard) poll() time.Duration {
+	if g.Poll > 0 {
+		return g.Poll
+	}
+	return 50 * time.Millisecond
+}
+
+// track records when each blocker was first seen, kills those the policy
+// allows, and returns the blockers that remain.
+func (g *Guard) track(ctx context.Context, p Policy, ss []Session, seen map[int64]time.Time, log *slog.Logger, what string) []Session {
+	var blockers []Session
+	now := time.Now()
+	for _, s := range ss {
+		if !s.Blocking() {
+			continue
+		}
+		first, ok := seen[s.ID]
+		if !ok {
+			first = now
+			seen[s.ID] = now
+			log.Info("a session holds a metadata lock sluice needs", "what", what, "blocker", s.String())
+		}
+		if kill, why := p.Kill(s, now.Sub(first)); kill {
+			if _, err := g.DB.ExecContext(ctx, fmt.Sprintf("KILL %d", s.ID)); err == nil {
+				log.Warn("killed a blocking session", "what", what, "blocker", s.String(), "why", why)
+				delete(seen, s.ID)
+				continue
+			} else {
+				log.Warn("could not kill a blocking session", "blocker", s.String(), "err", err)
+			}
+		}
+		blockers = append(blockers, s)
+	}
+	return blockers
+}
+
+// waitsForMDL reports whether connection id waits for a metadata lock.
+func waitsForMDL(ctx context.Context, q *sql.DB, id int64) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM performance_schema.metadata_locks ml
+		JOIN performance_schema.threads t ON t.THREAD_ID = ml.OWNER_THREAD_ID
+		WHERE t.PROCESSLIST_ID = ? AND ml.LOCK_STATUS = 'PENDING'`, id).Scan(&n)
+	return n > 0, err
+}

@@ -1,0 +1,232 @@
+package mdl
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/testdb"
+)
+
+// readers runs n sessions that query table in a loop, like the application,
+// and returns a function that stops them and reports the slowest query and
+// how many failed.
+func readers(t *testing.T, db *sql.DB, table string, n int) func() (time.Duration, int64) {
+	t.Helper()
+	var worst atomic.Int64
+	var failed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				var c int
+				if err := db.QueryRow("SELECT COUNT(*) FROM " + table + " WHERE id < 10").Scan(&c); err != nil {
+					failed.Add(1)
+				}
+				d := int64(time.Since(start))
+				for {
+					w := worst.Load()
+					if d <= w || worst.CompareAndSwap(w, d) {
+						break
+					}
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+	return func() (time.Duration, int64) {
+		close(stop)
+		wg.Wait()
+		return time.Duration(worst.Load()), failed.Load()
+	}
+}
+
+// blocker holds a shared metadata lock on table from another session, as the
+// seed's long report does, and returns its connection id.
+func blocker(t *testing.T, db *sql.DB, query string) (id int64, done <-chan error) {
+	t.Helper()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRowContext(context.Background(), "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan error, 1)
+	go func() {
+		_, err := conn.ExecContext(context.Background(), query)
+		conn.Close()
+		ch <- err
+	}()
+	t.Cleanup(func() { db.Exec(fmt.Sprintf("KILL %d", id)) })
+	// Wait until it holds the lock.
+	for i := 0; i < 200; i++ {
+		var n int
+		db.QueryRow(`SELECT COUNT(*) FROM performance_schema.metadata_locks ml JOIN performance_schema.threads th
+			ON th.THREAD_ID = ml.OWNER_THREAD_ID WHERE th.PROCESSLIST_ID = ? AND ml.OBJECT_TYPE = 'TABLE'
+			AND ml.LOCK_STATUS = 'GRANTED'`, id).Scan(&n)
+		if n > 0 {
+			return id, ch
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the blocker never took its lock")
+	return 0, nil
+}
+
+func guard(db *testdb.DB, p Policy, log *bytes.Buffer) *Guard {
+	var mu sync.Mutex
+	return &Guard{DB: db.DB, Database: db.Name, Tables: []string{"t"}, Policy: p,
+		Log: slog.New(slog.NewTextHandler(&lockedWriter{w: log, mu: &mu}, nil))}
+}
+
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func instant(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, "ALTER TABLE t ADD COLUMN x INT, ALGORITHM=INSTANT")
+	return err
+}
+
+// TestGuardNeverPolicy: a long SELECT holds the table; 8 readers keep
+// querying it. The guarded INSTANT ALTER gives up at its deadline, naming the
+// blocker, and no reader waited much longer than the budget.
+func TestGuardNeverPolicy(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (1, 1), (2, 2)")
+	id, _ := blocker(t, db.DB, "SELECT t.*, SLEEP(60) FROM t")
+	stop := readers(t, db.DB, "t", 8)
+	time.Sleep(200 * time.Millisecond)
+	var log bytes.Buffer
+	g := guard(db, Policy{Budget: time.Second, Deadline: 4 * time.Second}, &log)
+	err := g.Run(context.Background(), "ALTER ... ALGORITHM=INSTANT", instant)
+	worst, failed := stop()
+	if !errors.Is(err, ErrDeadline) {
+		t.Fatalf("want ErrDeadline, got %v", err)
+	}
+	if !strings.Contains(err.Error(), fmt.Sprintf("connection %d", id)) || !strings.Contains(err.Error(), "SLEEP(60)") {
+		t.Errorf("the error does not name the blocker: %v", err)
+	}
+	if !strings.Contains(log.String(), fmt.Sprintf("connection %d", id)) {
+		t.Errorf("the log does not name the blocker:\n%s", log.String())
+	}
+	if worst > 1500*time.Millisecond || failed > 0 {
+		t.Errorf("worst reader latency %s (want <= 1.5s), %d reader queries failed", worst, failed)
+	}
+	t.Logf("worst reader latency %s", worst)
+	var cols int
+	db.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 't'").Scan(&cols)
+	if cols != 2 {
+		t.Errorf("the table has %d columns; the ALTER must not have run", cols)
+	}
+}
+
+// TestGuardMaxQueued ends an attempt as soon as more than one query queues
+// behind it, long before the budget.
+func TestGuardMaxQueued(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (1, 1)")
+	blocker(t, db.DB, "SELECT t.*, SLEEP(60) FROM t")
+	stop := readers(t, db.DB, "t", 8)
+	var log bytes.Buffer
+	g := guard(db, Policy{Budget: 5 * time.Second, Deadline: 2 * time.Second, MaxQueued: 1}, &log)
+	err := g.Run(context.Background(), "instant", instant)
+	worst, failed := stop()
+	if !errors.Is(err, ErrDeadline) || !strings.Contains(log.String(), "--max-queued=1") {
+		t.Fatalf("want the queue to end the attempts: %v\n%s", err, log.String())
+	}
+	if worst > 1500*time.Millisecond || failed > 0 {
+		t.Errorf("worst reader latency %s, %d failed", worst, failed)
+	}
+}
+
+// TestGuardKillAfter kills the blocking reader once it has blocked for the
+// policy's time, and the ALTER completes.
+func TestGuardKillAfter(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (1, 1)")
+	id, done := blocker(t, db.DB, "SELECT t.*, SLEEP(60) FROM t")
+	stop := readers(t, db.DB, "t", 8)
+	var log bytes.Buffer
+	g := guard(db, Policy{Budget: time.Second, Deadline: 20 * time.Second, KillAfter: 2 * time.Second, KillMaxRows: 1000}, &log)
+	start := time.Now()
+	err := g.Run(context.Background(), "instant", instant)
+	worst, failed := stop()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Error("the blocker is still running")
+	}
+	if !strings.Contains(log.String(), "killed a blocking session") || !strings.Contains(log.String(), fmt.Sprintf("connection %d", id)) {
+		t.Errorf("the kill is not logged with the session:\n%s", log.String())
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("took %s", took)
+	}
+	if worst > 1500*time.Millisecond || failed > 0 {
+		t.Errorf("worst reader latency %s, %d failed", worst, failed)
+	}
+}
+
+// TestGuardSparesBigWriter: a transaction that modified more rows than
+// --kill-max-rows is not killed, and the error says why sluice waits; the
+// write is detected although the session is idle.
+func TestGuardSparesBigWriter(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+	db.Fill(t, "t", 3000, "n, n")
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var id int64
+	tx.QueryRow("SELECT CONNECTION_ID()").Scan(&id)
+	if _, err := tx.Exec("UPDATE t SET v = v + 1"); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	g := guard(db, Policy{Budget: time.Second, Deadline: 3 * time.Second, KillAfter: time.Second, KillMaxRows: 1000}, &log)
+	err = g.Run(context.Background(), "instant", instant)
+	if !errors.Is(err, ErrDeadline) {
+		t.Fatalf("want ErrDeadline, got %v", err)
+	}
+	if !strings.Contains(err.Error(), fmt.Sprintf("connection %d", id)) || !strings.Contains(err.Error(), "3000 rows modified") {
+		t.Errorf("the error does not describe the writer: %v", err)
+	}
+	if strings.Contains(log.String(), "killed") {
+		t.Errorf("the writer was killed:\n%s", log.String())
+	}
+	var n int
+	if err := tx.QueryRow("SELECT COUNT(*) FROM t").Scan(&n); err != nil || n != 3000 {
+		t.Errorf("the writer's transaction is gone: %v", err)
+	}
+}

@@ -1,0 +1,110 @@
+package mdl
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestGiveUp(t *testing.T) {
+	p := Policy{Budget: 800 * time.Millisecond, MaxQueued: 5}
+	cases := []struct {
+		waited time.Duration
+		queued int
+		want   bool
+		why    string
+	}{
+		{100 * time.Millisecond, 0, false, ""},
+		{100 * time.Millisecond, 5, false, ""},
+		{100 * time.Millisecond, 6, true, "more than --max-queued=5"},
+		{800 * time.Millisecond, 0, true, "budget of 800ms"},
+	}
+	for i, tc := range cases {
+		got, why := p.GiveUp(tc.waited, tc.queued)
+		if got != tc.want || !strings.Contains(why, tc.why) {
+			t.Errorf("case %d: GiveUp(%s, %d) = %v %q", i, tc.waited, tc.queued, got, why)
+		}
+	}
+	// No queue limit: only the budget (the default 1s) ends an attempt.
+	if got, _ := (Policy{}).GiveUp(999*time.Millisecond, 1000); got {
+		t.Error("a queue ended an attempt without --max-queued")
+	}
+}
+
+func TestLockWaitSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		budget time.Duration
+		want   int
+	}{{0, 1}, {300 * time.Millisecond, 1}, {time.Second, 1}, {1500 * time.Millisecond, 2}, {3 * time.Second, 3}} {
+		if got := (Policy{Budget: tc.budget}).LockWaitSeconds(); got != tc.want {
+			t.Errorf("budget %s: %d, want %d", tc.budget, got, tc.want)
+		}
+	}
+}
+
+func TestDelayBacksOffWithJitter(t *testing.T) {
+	p := Policy{}
+	if d := p.Delay(1, 0.5); d != 250*time.Millisecond {
+		t.Errorf("first retry: %s", d)
+	}
+	if d := p.Delay(3, 0.5); d != time.Second {
+		t.Errorf("third retry: %s", d)
+	}
+	if d := p.Delay(50, 0.5); d != 8*time.Second {
+		t.Errorf("capped: %s", d)
+	}
+	lo, hi := p.Delay(2, 0), p.Delay(2, 0.999)
+	if lo != 250*time.Millisecond || hi < 749*time.Millisecond || hi >= 750*time.Millisecond {
+		t.Errorf("jitter range %s-%s", lo, hi)
+	}
+}
+
+func TestKill(t *testing.T) {
+	reader := Session{ID: 1, Held: []string{"SHARED_READ"}}
+	writer := Session{ID: 2, Held: []string{"SHARED_WRITE"}, RowsModified: 50000}
+	locker := Session{ID: 3, Held: []string{"SHARED_READ_ONLY"}, Explicit: true}
+	never := Policy{}
+	after := Policy{KillAfter: 10 * time.Second, KillMaxRows: 1000}
+	cases := []struct {
+		p        Policy
+		s        Session
+		blocking time.Duration
+		want     bool
+		why      string
+	}{
+		{never, reader, time.Hour, false, "never"},
+		{after, reader, 5 * time.Second, false, "kills after 10s"},
+		{after, reader, 10 * time.Second, true, "blocked the lock request for 10s"},
+		{after, writer, time.Hour, false, "modified 50000 rows"},
+		{after, locker, time.Hour, false, "LOCK TABLES"},
+	}
+	for i, tc := range cases {
+		got, why := tc.p.Kill(tc.s, tc.blocking)
+		if got != tc.want || !strings.Contains(why, tc.why) {
+			t.Errorf("case %d: Kill = %v %q", i, got, why)
+		}
+	}
+}
+
+func TestSessionString(t *testing.T) {
+	s := Session{ID: 42, User: "app", Host: "10.0.0.7:5123", Command: "Query", Time: 95 * time.Second,
+		Held: []string{"SHARED_READ"}, TrxAge: 96 * time.Second, RowsModified: 3,
+		Query: "SELECT   *, SLEEP(100)\n FROM t " + strings.Repeat("x", 200)}
+	got := s.String()
+	for _, want := range []string{"connection 42 (app@10.0.0.7:5123, Query 1m35s)", "holds SHARED_READ",
+		"transaction open 1m36s, 3 rows modified", "running: SELECT *, SLEEP(100) FROM t xxx", "..."} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q lacks %q", got, want)
+		}
+	}
+	if len(got) > 300 {
+		t.Errorf("too long: %d characters", len(got))
+	}
+	if !s.Blocking() || s.Queued() || !s.Wrote() {
+		t.Error("classification")
+	}
+	q := Session{Pending: []string{"SHARED_READ"}}
+	if q.Blocking() || !q.Queued() {
+		t.Error("a pending-only session is queued, not blocking")
+	}
+}

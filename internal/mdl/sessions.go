@@ -1,0 +1,155 @@
+// Package mdl finds who holds or waits for metadata locks on a table, and
+// decides, without a server, whether a statement that needs an exclusive
+// metadata lock should go on waiting, give up its attempt, or (by policy)
+// kill a blocker.
+//
+// While a statement waits for an exclusive metadata lock, every new query on
+// the table queues behind it: a harmless long SELECT becomes an outage. The
+// sessions here come from performance_schema.metadata_locks (which locks, held
+// or pending), performance_schema.threads (who, doing what, for how long) and
+// information_schema.innodb_trx (the open transaction's age and the rows it
+// modified).
+package mdl
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Session is another connection with a metadata lock on the table, granted or
+// pending.
+type Session struct {
+	ID      int64 // processlist id, the target of KILL
+	User    string
+	Host    string
+	Command string        // Query, Sleep, ...
+	Time    time.Duration // in its current state
+	State   string        // e.g. "User sleep", "Waiting for table metadata lock"
+	Query   string        // the statement it runs now, shortened
+	// Held and Pending list the lock types, e.g. SHARED_READ.
+	Held, Pending []string
+	// Explicit is set when a held lock comes from LOCK TABLES (or FLUSH
+	// TABLES ... WITH READ LOCK).
+	Explicit bool
+	// TrxAge and RowsModified describe its open InnoDB transaction, if any.
+	TrxAge       time.Duration
+	RowsModified int64
+}
+
+// Blocking reports whether the session holds a lock on the table: it is in
+// the way of an exclusive request.
+func (s Session) Blocking() bool { return len(s.Held) > 0 }
+
+// Queued reports whether the session only waits for a lock on the table.
+func (s Session) Queued() bool { return len(s.Pending) > 0 && len(s.Held) == 0 }
+
+// Wrote reports whether the session's open transaction modified rows.
+func (s Session) Wrote() bool { return s.RowsModified > 0 }
+
+// String describes the session in one line for the log and errors. It never
+// includes more than the first 120 characters of the statement.
+func (s Session) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "connection %d (%s@%s", s.ID, s.User, s.Host)
+	if s.Command != "" {
+		fmt.Fprintf(&b, ", %s %s", s.Command, s.Time.Round(time.Second))
+	}
+	b.WriteString(")")
+	if len(s.Held) > 0 {
+		fmt.Fprintf(&b, " holds %s", strings.Join(s.Held, ","))
+	}
+	if len(s.Pending) > 0 {
+		fmt.Fprintf(&b, " waits for %s", strings.Join(s.Pending, ","))
+	}
+	if s.Explicit {
+		b.WriteString(" under LOCK TABLES")
+	}
+	if s.TrxAge > 0 {
+		fmt.Fprintf(&b, "; transaction open %s, %d rows modified", s.TrxAge.Round(time.Second), s.RowsModified)
+	}
+	if q := strings.Join(strings.Fields(s.Query), " "); q != "" {
+		if len(q) > 120 {
+			q = q[:117] + "..."
+		}
+		fmt.Fprintf(&b, "; running: %s", q)
+	} else if s.State != "" {
+		fmt.Fprintf(&b, "; state: %s", s.State)
+	}
+	return b.String()
+}
+
+// Querier runs queries: a *sql.DB or a *sql.Conn.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+const locksSQL = `SELECT t.PROCESSLIST_ID, COALESCE(t.PROCESSLIST_USER, ''), COALESCE(t.PROCESSLIST_HOST, ''),
+	COALESCE(t.PROCESSLIST_COMMAND, ''), COALESCE(t.PROCESSLIST_TIME, 0), COALESCE(t.PROCESSLIST_STATE, ''),
+	COALESCE(LEFT(t.PROCESSLIST_INFO, 400), ''), ml.LOCK_TYPE, ml.LOCK_STATUS, ml.LOCK_DURATION,
+	COALESCE(TIMESTAMPDIFF(MICROSECOND, x.trx_started, NOW(6)), 0), COALESCE(x.trx_rows_modified, 0)
+FROM performance_schema.metadata_locks ml
+JOIN performance_schema.threads t ON t.THREAD_ID = ml.OWNER_THREAD_ID
+LEFT JOIN information_schema.INNODB_TRX x ON x.trx_mysql_thread_id = t.PROCESSLIST_ID
+WHERE ml.OBJECT_TYPE = 'TABLE' AND ml.OBJECT_SCHEMA = ? AND ml.OBJECT_NAME IN (%s)
+	AND t.PROCESSLIST_ID IS NOT NULL AND t.PROCESSLIST_ID NOT IN (%s)
+ORDER BY t.PROCESSLIST_ID`
+
+// Sessions lists the connections other than self with a metadata lock,
+// granted or pending, on any of tables in database db, ordered by id.
+func Sessions(ctx context.Context, q Querier, db string, tables []string, self ...int64) ([]Session, error) {
+	if len(tables) == 0 {
+		return nil, nil
+	}
+	args := []any{db}
+	for _, t := range tables {
+		args = append(args, t)
+	}
+	ids := []string{"0"}
+	for _, id := range self {
+		ids = append(ids, fmt.Sprint(id))
+	}
+	query := fmt.Sprintf(locksSQL, strings.TrimSuffix(strings.Repeat("?, ", len(tables)), ", "), strings.Join(ids, ", "))
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read metadata locks (performance_schema.metadata_locks): %w", err)
+	}
+	defer rows.Close()
+	var out []Session
+	for rows.Next() {
+		var s Session
+		var secs, trxMicros int64
+		var typ, status, duration string
+		if err := rows.Scan(&s.ID, &s.User, &s.Host, &s.Command, &secs, &s.State, &s.Query, &typ, &status, &duration,
+			&trxMicros, &s.RowsModified); err != nil {
+			return nil, err
+		}
+		s.Time, s.TrxAge = time.Duration(secs)*time.Second, time.Duration(trxMicros)*time.Microsecond
+		if n := len(out); n > 0 && out[n-1].ID == s.ID {
+			out[n-1].addLock(typ, status, duration)
+			continue
+		}
+		s.addLock(typ, status, duration)
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+func (s *Session) addLock(typ, status, duration string) {
+	switch status {
+	case "GRANTED":
+		if !slices.Contains(s.Held, typ) {
+			s.Held = append(s.Held, typ)
+		}
+		if duration == "EXPLICIT" {
+			s.Explicit = true
+		}
+	case "PENDING":
+		if !slices.Contains(s.Pending, typ) {
+			s.Pending = append(s.Pending, typ)
+		}
+	}
+}
