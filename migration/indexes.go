@@ -2,12 +2,9 @@ package migration
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
-	"time"
 
-	"github.com/sluicedb/sluice/internal/cutover"
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/schema"
 )
@@ -47,6 +44,9 @@ func (r *Runner) deferIndexes(ctx context.Context) error {
 // one the original really holds, and it stops the migration. No row is ever
 // dropped to make a key unique.
 func (r *Runner) buildIndexes(ctx context.Context) error {
+	if len(r.deferred) == 0 {
+		return nil
+	}
 	var plain, unique []string
 	for _, k := range r.deferred {
 		if k.Unique {
@@ -54,9 +54,6 @@ func (r *Runner) buildIndexes(ctx context.Context) error {
 		} else {
 			plain = append(plain, "ADD "+k.Def)
 		}
-	}
-	if len(r.deferred) == 0 {
-		return nil
 	}
 	conn, err := r.db.Conn(ctx)
 	if err != nil {
@@ -105,18 +102,5 @@ func (r *Runner) settleShadow(ctx context.Context) error {
 	if err := r.waitBacklog(ctx, 1000); err != nil {
 		return err
 	}
-	settled := false
-	spec := r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " WRITE"
-	hooks := cutover.Hooks{Before: r.pauseApply, After: func() {
-		if !settled {
-			r.sched.Hold(false)
-		}
-	}}
-	return cutover.WithLock(ctx, r.db, spec, r.policy(), r.log, hooks, func(ctx context.Context, lock *sql.Conn) error {
-		if err := r.drainLocked(ctx, lock, time.Second); err != nil {
-			return err
-		}
-		settled = true
-		return nil
-	})
+	return r.drainUnderReadLock(ctx, true, nil)
 }

@@ -329,10 +329,33 @@ var errCollision = errors.New("a change made two rows collide under a unique key
 // otherwise it was a change not yet read from the binlog, now applied.
 func (r *Runner) settleConflict(ctx context.Context) error {
 	r.log.Info("a unique-key conflict outlived applying every pending change; checking it under a lock on the original")
+	return r.drainUnderReadLock(ctx, false, nil)
+}
+
+// drainUnderReadLock takes LOCK TABLES original READ, shadow WRITE (bounded
+// and retried by the cut-over policy), applies every change on the locking
+// connection so that the shadow equals the original, then runs then (if set)
+// before unlocking. With keepHeld, the apply stays held after a successful
+// drain, so the shadow keeps that state until the caller releases it.
+func (r *Runner) drainUnderReadLock(ctx context.Context, keepHeld bool, then func(ctx context.Context) error) error {
+	settled := false
 	spec := r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " WRITE"
-	hooks := cutover.Hooks{Before: r.pauseApply, After: func() { r.sched.Hold(false) }}
+	hooks := cutover.Hooks{Before: r.pauseApply, After: func() {
+		if !(keepHeld && settled) {
+			r.sched.Hold(false)
+		}
+	}}
 	return cutover.WithLock(ctx, r.db, spec, r.policy(), r.log, hooks, func(ctx context.Context, lock *sql.Conn) error {
-		return r.drainLocked(ctx, lock, time.Second)
+		if err := r.drainLocked(ctx, lock, time.Second); err != nil {
+			return err
+		}
+		if then != nil {
+			if err := then(ctx); err != nil {
+				return err
+			}
+		}
+		settled = true
+		return nil
 	})
 }
 
@@ -368,12 +391,7 @@ func (r *Runner) checksum(ctx context.Context) error {
 			return fmt.Errorf("checksum: %w", err)
 		}
 	}
-	spec := r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " WRITE"
-	hooks := cutover.Hooks{Before: r.pauseApply, After: func() { r.sched.Hold(false) }}
-	err := cutover.WithLock(ctx, r.db, spec, r.policy(), r.log, hooks, func(ctx context.Context, lock *sql.Conn) error {
-		if err := r.drainLocked(ctx, lock, time.Second); err != nil {
-			return err
-		}
+	err := r.drainUnderReadLock(ctx, false, func(ctx context.Context) error {
 		for _, c := range conns {
 			if _, err := c.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
 				return fmt.Errorf("checksum: open snapshot: %w", err)
