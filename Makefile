@@ -4,7 +4,7 @@ SANDBOX := scripts/sandbox.sh
 GO ?= go
 DSN = $$($(SANDBOX) env | sed -e "s/^export SLUICE_TEST_DSN='//" -e "s/'$$//")
 
-.PHONY: all build demo test unit bench bench-ddl sandbox sandbox-down clean
+.PHONY: all build demo test unit bench bench-ddl bench-mdl sandbox sandbox-down clean
 
 all: build
 
@@ -37,6 +37,10 @@ bench: sandbox build
 ## bench-ddl: sweep the InnoDB parallel index-build settings for one and three indexes, beside the planner's choice.
 bench-ddl: sandbox build
 	@SLUICE_TEST_DSN=$(DSN) bin/sluice-bench ddl $(BENCH_ARGS)
+
+## bench-mdl: a 100 s SELECT ... SLEEP() holds the table while 8 readers query it: worst reader latency and queue under native ALTER, sluice and pt-online-schema-change.
+bench-mdl: sandbox build
+	@SLUICE_TEST_DSN=$(DSN) bin/sluice-bench mdl --pt-osc "$(SANDBOX) pt-osc" $(BENCH_ARGS)
 
 clean:
 	rm -rf bin

@@ -38,11 +38,6 @@ type Config struct {
 	ChecksumWorkers int
 	// ChunkTime is the target duration of one copy statement (default 100ms).
 	ChunkTime time.Duration
-	// CutoverLockTimeout bounds each attempt to lock the tables (default 2s):
-	// no application query waits on sluice longer than that.
-	CutoverLockTimeout time.Duration
-	// CutoverAttempts is how many lock attempts to make (default 10).
-	CutoverAttempts int
 	// Method picks the path: "auto" (default: the planner's choice), or
 	// "instant", "inplace" or "copy" to force one. A forced instant or
 	// in-place path the server refuses is an error; an automatic one falls
@@ -57,10 +52,11 @@ type Config struct {
 	// than MaxInplace (default 30s) takes the copy path instead.
 	Replicas   bool
 	MaxInplace time.Duration
-	// LockWait bounds each wait for the metadata lock of an INSTANT or
-	// in-place ALTER (default 1s): the longest any application query queues
-	// behind sluice's request. Attempts are retried with backoff and jitter
-	// until LockDeadline (default 5m).
+	// LockWait bounds each wait for a metadata lock (default 1s): of an
+	// INSTANT or in-place ALTER, and of the copy path's LOCK TABLES (checksum
+	// snapshot, unique-index settle, cut-over). It is the longest any
+	// application query queues behind sluice's request. Attempts are retried
+	// with backoff and jitter until LockDeadline (default 5m).
 	LockWait     time.Duration
 	LockDeadline time.Duration
 	// MaxQueued ends a lock attempt early once more than this many queries
@@ -71,6 +67,10 @@ type Config struct {
 	// modified more than KillMaxRows rows (default 10000). 0 never kills.
 	KillAfter   time.Duration
 	KillMaxRows int64
+	// PostponeCutover keeps the shadow in sync after the checksum, applying
+	// changes, until the table _T_cutover that sluice creates is dropped
+	// (TriggerCutover), or cancelled (CancelCutover).
+	PostponeCutover bool
 	// KeepIndexes keeps the shadow's secondary indexes during the copy instead
 	// of building them afterwards.
 	KeepIndexes bool
@@ -125,12 +125,6 @@ func (c *Config) validate() error {
 	}
 	if c.ChunkTime <= 0 {
 		c.ChunkTime = 100 * time.Millisecond
-	}
-	if c.CutoverLockTimeout <= 0 {
-		c.CutoverLockTimeout = 2 * time.Second
-	}
-	if c.CutoverAttempts <= 0 {
-		c.CutoverAttempts = 10
 	}
 	switch c.Method {
 	case "":

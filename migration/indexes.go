@@ -102,5 +102,5 @@ func (r *Runner) settleShadow(ctx context.Context) error {
 	if err := r.waitBacklog(ctx, 1000); err != nil {
 		return err
 	}
-	return r.drainUnderReadLock(ctx, true, nil)
+	return r.drainUnderReadLock(ctx, "unique-index settle", true, nil)
 }

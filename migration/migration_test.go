@@ -388,8 +388,8 @@ func TestCutoverLockWaitIsBounded(t *testing.T) {
 	}
 	defer blocker.Close()
 	cfg := config(t, db, "t", "ADD COLUMN x INT")
-	cfg.CutoverLockTimeout = time.Second
-	cfg.CutoverAttempts = 2
+	cfg.LockWait = time.Second
+	cfg.LockDeadline = 3 * time.Second
 	probeDone := make(chan time.Duration, 1)
 	cfg.OnPhase = func(name string) {
 		if name != "cut-over" {
@@ -418,8 +418,8 @@ func TestCutoverLockWaitIsBounded(t *testing.T) {
 	_, err = r.Run(ctx)
 	took := time.Since(start)
 	blocker.ExecContext(ctx, "COMMIT")
-	if err == nil || !strings.Contains(err.Error(), "could not lock") {
-		t.Fatalf("want a lock timeout, got %v", err)
+	if err == nil || !strings.Contains(err.Error(), "before the deadline") || !strings.Contains(err.Error(), "holds SHARED_READ; transaction open") {
+		t.Fatalf("want a lock timeout naming the idle blocker, got %v", err)
 	}
 	if took > 15*time.Second {
 		t.Errorf("the migration took %s to give up", took)

@@ -173,7 +173,7 @@ func (r *Runner) makePlan(ctx context.Context) error {
 	}
 	r.plan = plan.Decide(r.orig, r.alter, facts.Server, plan.Options{
 		Replicas: r.cfg.Replicas || facts.Replicas > 0, MaxInplace: r.cfg.MaxInplace, CPUs: facts.CPUs,
-		DDLMemory: facts.DDLMemory(), LockWait: r.cfg.LockWait, CutoverLock: r.cfg.CutoverLockTimeout, CopyThreads: r.cfg.CopyWorkers,
+		DDLMemory: facts.DDLMemory(), LockWait: r.cfg.LockWait, CopyThreads: r.cfg.CopyWorkers,
 	})
 	if u := plan.Unapproved(r.plan.Risks, r.cfg.Approve); len(u) > 0 {
 		var what []string
@@ -235,7 +235,7 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
-	for _, name := range []string{r.names.Shadow, r.names.Old} {
+	for _, name := range []string{r.names.Shadow, r.names.Old, r.names.Postpone} {
 		var n int
 		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
 			r.cfg.Database, name).Scan(&n); err != nil {
@@ -298,6 +298,11 @@ func (r *Runner) createShadow(ctx context.Context) error {
 		return fmt.Errorf("create the shadow table: %w", err)
 	}
 	r.shadowCreated = true
+	if r.cfg.PostponeCutover {
+		if err := r.createPostpone(ctx); err != nil {
+			return err
+		}
+	}
 	if _, err := r.db.ExecContext(ctx, "ALTER TABLE "+shadowQ+" "+r.alter.Clause); err != nil {
 		return preflightErr("the ALTER does not apply to %s: %v", r.orig.Name, err)
 	}

@@ -17,9 +17,9 @@ import (
 	"github.com/sluicedb/sluice/internal/checksum"
 	"github.com/sluicedb/sluice/internal/chunk"
 	"github.com/sluicedb/sluice/internal/copier"
-	"github.com/sluicedb/sluice/internal/cutover"
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/ddl"
+	"github.com/sluicedb/sluice/internal/mdl"
 	"github.com/sluicedb/sluice/internal/plan"
 	"github.com/sluicedb/sluice/internal/rowkey"
 	"github.com/sluicedb/sluice/internal/schema"
@@ -49,7 +49,7 @@ type Runner struct {
 	ddl  plan.DDL  // index-build settings
 
 	deferred      []schema.KeyDef // secondary indexes built after the copy
-	shadowCreated bool
+	shadowCreated, postponeCreated bool
 	swapped       atomic.Bool
 	// renaming is set just before the RENAME is sent: from then on the binlog
 	// reader may see sluice's own RENAME, which is no reason to stop.
@@ -117,8 +117,12 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 		{"index", r.buildIndexes},
 		{"catch-up", r.catchUp},
 		{"checksum", r.checksum},
+		{"postponed", r.waitForCutover},
 		{"cut-over", r.cutover},
 	} {
+		if p.name == "postponed" && !r.cfg.PostponeCutover {
+			continue
+		}
 		if err := r.runPhase(ctx, p.name, p.fn); err != nil {
 			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !r.swapped.Load() {
 				return r.res, cause
@@ -163,6 +167,11 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 			errs = append(errs, fmt.Errorf("drop the shadow table %s: %w (drop it by hand)", r.names.Shadow, err))
 		} else if runErr != nil {
 			r.log.Info("dropped the shadow table", "table", r.names.Shadow)
+		}
+	}
+	if r.postponeCreated && r.db != nil {
+		if _, err := r.db.ExecContext(cctx, "DROP TABLE IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, r.names.Postpone)); err != nil {
+			errs = append(errs, fmt.Errorf("drop the postponed cut-over's table %s: %w (drop it by hand)", r.names.Postpone, err))
 		}
 	}
 	if r.db != nil {
@@ -296,7 +305,7 @@ func (r *Runner) pauseApply(ctx context.Context) error {
 // drainLocked, on a connection holding locks that stop all writes to the
 // original, reads the binlog end, waits until the streamer has seen it, and
 // applies every pending key on that connection. Past maxWait it gives up with
-// cutover.ErrRetry so the lock is released.
+// mdl.ErrRetry so the lock is released.
 func (r *Runner) drainLocked(ctx context.Context, conn *sql.Conn, maxWait time.Duration) error {
 	pos, err := binlog.CurrentPosition(ctx, conn)
 	if err != nil {
@@ -306,7 +315,7 @@ func (r *Runner) drainLocked(ctx context.Context, conn *sql.Conn, maxWait time.D
 	defer cancel()
 	if err := r.streamer.WaitFor(wctx, pos); err != nil {
 		if ctx.Err() == nil && wctx.Err() != nil {
-			return fmt.Errorf("%w: binlog not read up to %s within %s", cutover.ErrRetry, pos, maxWait)
+			return fmt.Errorf("%w: binlog not read up to %s within %s", mdl.ErrRetry, pos, maxWait)
 		}
 		return err
 	}
@@ -329,23 +338,23 @@ var errCollision = errors.New("a change made two rows collide under a unique key
 // otherwise it was a change not yet read from the binlog, now applied.
 func (r *Runner) settleConflict(ctx context.Context) error {
 	r.log.Info("a unique-key conflict outlived applying every pending change; checking it under a lock on the original")
-	return r.drainUnderReadLock(ctx, false, nil)
+	return r.drainUnderReadLock(ctx, "unique-conflict check", false, nil)
 }
 
-// drainUnderReadLock takes LOCK TABLES original READ, shadow WRITE (bounded
-// and retried by the cut-over policy), applies every change on the locking
-// connection so that the shadow equals the original, then runs then (if set)
-// before unlocking. With keepHeld, the apply stays held after a successful
-// drain, so the shadow keeps that state until the caller releases it.
-func (r *Runner) drainUnderReadLock(ctx context.Context, keepHeld bool, then func(ctx context.Context) error) error {
+// drainUnderReadLock takes LOCK TABLES original READ, shadow WRITE through
+// the metadata-lock guard, applies every change on the locking connection so
+// that the shadow equals the original, then runs then (if set) before
+// unlocking. With keepHeld, the apply stays held after a successful drain, so
+// the shadow keeps that state until the caller releases it.
+func (r *Runner) drainUnderReadLock(ctx context.Context, what string, keepHeld bool, then func(ctx context.Context) error) error {
 	settled := false
 	spec := r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " WRITE"
-	hooks := cutover.Hooks{Before: r.pauseApply, After: func() {
+	release := func() {
 		if !(keepHeld && settled) {
 			r.sched.Hold(false)
 		}
-	}}
-	return cutover.WithLock(ctx, r.db, spec, r.policy(), r.log, hooks, func(ctx context.Context, lock *sql.Conn) error {
+	}
+	return r.withTableLock(ctx, what, spec, r.pauseApply, release, func(ctx context.Context, lock *sql.Conn) error {
 		if err := r.drainLocked(ctx, lock, time.Second); err != nil {
 			return err
 		}
@@ -359,8 +368,35 @@ func (r *Runner) drainUnderReadLock(ctx context.Context, keepHeld bool, then fun
 	})
 }
 
-func (r *Runner) policy() cutover.Policy {
-	return cutover.Policy{Timeout: r.cfg.CutoverLockTimeout, Attempts: r.cfg.CutoverAttempts}
+// withTableLock runs fn on a connection holding "LOCK TABLES spec", taken
+// through the metadata-lock guard (bounded waits, pile-up watcher, blockers
+// named and killed by policy, retries to the deadline); before and after run
+// around every attempt. The tables are unlocked before it returns: by UNLOCK
+// TABLES, or by discarding the connection.
+func (r *Runner) withTableLock(ctx context.Context, what, spec string, before func(context.Context) error, after func(),
+	fn func(ctx context.Context, lock *sql.Conn) error) error {
+	g := r.lockGuard(r.orig.Name, r.names.Shadow)
+	g.Before, g.After = before, after
+	err := g.Run(ctx, what, func(ctx context.Context, lock *sql.Conn) (err error) {
+		r.res.LockAttempts++
+		if _, err := lock.ExecContext(ctx, "LOCK TABLES "+spec); err != nil {
+			return err
+		}
+		defer func() {
+			// Unlock even if ctx is done; if that fails, the error makes the
+			// guard discard the connection, which releases the locks.
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if _, uerr := lock.ExecContext(uctx, "UNLOCK TABLES"); uerr != nil && err == nil {
+				err = fmt.Errorf("unlock tables: %w", uerr)
+			}
+		}()
+		return fn(ctx, lock)
+	})
+	if errors.Is(err, mdl.ErrDeadline) {
+		return fmt.Errorf("%w; the original table is unchanged", err)
+	}
+	return err
 }
 
 // checksum drains every change under a brief read lock on the original,
@@ -391,7 +427,7 @@ func (r *Runner) checksum(ctx context.Context) error {
 			return fmt.Errorf("checksum: %w", err)
 		}
 	}
-	err := r.drainUnderReadLock(ctx, false, func(ctx context.Context) error {
+	err := r.drainUnderReadLock(ctx, "checksum snapshot", false, func(ctx context.Context) error {
 		for _, c := range conns {
 			if _, err := c.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
 				return fmt.Errorf("checksum: open snapshot: %w", err)
@@ -420,16 +456,14 @@ func (r *Runner) cutover(ctx context.Context) error {
 	shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
 	oldQ := dbconn.QuoteTable(r.cfg.Database, r.names.Old)
 	spec := r.orig.Quoted() + " WRITE, " + shadowQ + " WRITE"
-	hooks := cutover.Hooks{
-		Before: func(ctx context.Context) error {
-			if err := r.waitBacklog(ctx, 200); err != nil {
-				return err
-			}
-			return r.pauseApply(ctx)
-		},
-		After: func() { r.sched.Hold(false) },
+	before := func(ctx context.Context) error {
+		if err := r.waitBacklog(ctx, 200); err != nil {
+			return err
+		}
+		return r.pauseApply(ctx)
 	}
-	err := cutover.WithLock(ctx, r.db, spec, r.policy(), r.log, hooks, func(ctx context.Context, lock *sql.Conn) error {
+	release := func() { r.sched.Hold(false) }
+	err := r.withTableLock(ctx, "cut-over", spec, before, release, func(ctx context.Context, lock *sql.Conn) error {
 		start := time.Now()
 		err := r.drainLocked(ctx, lock, time.Second)
 		if err == nil {

@@ -39,7 +39,7 @@ func newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%v (see 'sluice %s --help')", err, c.Name())
 	})
-	root.AddCommand(newMigrate(), newPlan(), newVersion())
+	root.AddCommand(newMigrate(), newPlan(), newCutover(), newVersion())
 	return root
 }
 

@@ -251,3 +251,53 @@ func TestKillAfterFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestCutoverCommand: migrate --postpone-cutover waits after the checksum
+// until 'sluice cutover', run as a separate process, tells it to swap; a
+// second 'sluice cutover' finds no waiting migration and says so.
+func TestCutoverCommand(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE p (id INT PRIMARY KEY, v INT)")
+	db.Fill(t, "p", 1000, "n, n")
+	args := append(target(db, "p"), "--alter", "ADD COLUMN x INT", "--method", "copy", "--postpone-cutover")
+	args = slices.DeleteFunc(args, func(s string) bool { return s == "--quiet" })
+	cmd := exec.Command(binary, args...)
+	var outBuf, errBuf syncBuffer
+	cmd.Stdout, cmd.Stderr = &outBuf, &errBuf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(errBuf.String(), "phase=postponed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the migration never reached the postponed cut-over:\n%s", errBuf.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(errBuf.String(), "sluice cutover --database "+db.Name+" --table p") {
+		t.Errorf("the log does not say how to trigger the cut-over:\n%s", errBuf.String())
+	}
+	time.Sleep(700 * time.Millisecond)
+	if got := db.Tables(t); !slices.Contains(got, "_p_cutover") || slices.Contains(got, "_p_old") {
+		t.Fatalf("tables while postponed: %v", got)
+	}
+	cut := append([]string{"cutover"}, target(db, "p")[1:]...)
+	cut = slices.DeleteFunc(cut, func(s string) bool { return s == "--quiet" })
+	if r := sluice(t, nil, cut...); r.code != 0 || !strings.Contains(r.stdout, "may cut over now") {
+		t.Fatalf("sluice cutover: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, errBuf.String())
+	}
+	if !strings.Contains(outBuf.String(), "migrated") {
+		t.Errorf("stdout %q", outBuf.String())
+	}
+	if got := db.Tables(t); !slices.Equal(got, []string{"_p_old", "p"}) {
+		t.Errorf("tables after the cut-over: %v", got)
+	}
+	r := sluice(t, nil, cut...)
+	if r.code != 1 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, "no migration of this table is waiting") {
+		t.Errorf("a second cutover: exit %d, stderr %q", r.code, r.stderr)
+	}
+}

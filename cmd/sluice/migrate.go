@@ -21,9 +21,8 @@ type migrateFlags struct {
 	passwordFile, defaultsFile, tlsMode     string
 	password                                string // refused: only here to say so
 	copyWorkers, applyWorkers, checkWorkers int
-	chunkTime, lockTimeout, progress        time.Duration
-	cutoverAttempts                         int
-	dropOld, quiet, keepIndexes             bool
+	chunkTime, progress                     time.Duration
+	dropOld, quiet, keepIndexes, postpone   bool
 	ddlThreads                              int
 	ddlBuffer                               int64
 	method, format                          string
@@ -52,24 +51,29 @@ func killAfter(v string) (time.Duration, error) {
 // connectionFlags registers the flags that say where to connect and what to
 // change, shared by migrate and plan.
 func connectionFlags(c *cobra.Command, f *migrateFlags) {
+	serverFlags(c, f)
+	fl := c.Flags()
+	fl.StringVar(&f.alter, "alter", "", `the ALTER clause, e.g. "ADD COLUMN c INT" (a full ALTER TABLE statement is accepted too)`)
+	fl.BoolVar(&f.replicas, "replicas", false, "replicas read this server's binlog (detected when connected; say so when they may be down): limits in-place builds to --max-inplace-seconds")
+	fl.DurationVar(&f.maxInplace, "max-inplace-seconds", 30*time.Second, "with replicas, the longest estimated in-place index build; longer ones take the copy path")
+	fl.DurationVar(&f.lockWait, "lock-wait", time.Second, "longest wait of each metadata-lock attempt (ALTER, LOCK TABLES at checksum and cut-over): no application query waits longer on sluice's request")
+	fl.IntVar(&f.copyWorkers, "threads", 2, "rows ranges copied at once")
+}
+
+// serverFlags registers the flags that say where to connect and which table.
+func serverFlags(c *cobra.Command, f *migrateFlags) {
 	fl := c.Flags()
 	fl.StringVar(&f.host, "host", "127.0.0.1", "MySQL host")
 	fl.IntVar(&f.port, "port", 3306, "MySQL port")
 	fl.StringVar(&f.user, "user", "", "MySQL user (default: from --defaults-file, else the login name)")
 	fl.StringVar(&f.database, "database", "", "database of the table")
 	fl.StringVar(&f.table, "table", "", "table to change")
-	fl.StringVar(&f.alter, "alter", "", `the ALTER clause, e.g. "ADD COLUMN c INT" (a full ALTER TABLE statement is accepted too)`)
 	fl.StringVar(&f.dsn, "dsn", "", "connection as user@tcp(host:port)/database instead of --host/--port/--user/--database (no password in it)")
 	fl.StringVar(&f.passwordFile, "password-file", "", "file whose first line is the password")
 	fl.StringVar(&f.defaultsFile, "defaults-file", "", "MySQL option file to read user, password, host and port from ([client] section)")
 	fl.StringVar(&f.tlsMode, "tls", "false", "TLS for every connection, the binlog one included: false, true (verify the server), skip-verify or preferred")
 	fl.StringVar(&f.password, "password", "", "not accepted: use MYSQL_PWD, --password-file or --defaults-file")
 	fl.MarkHidden("password")
-	fl.BoolVar(&f.replicas, "replicas", false, "replicas read this server's binlog (detected when connected; say so when they may be down): limits in-place builds to --max-inplace-seconds")
-	fl.DurationVar(&f.maxInplace, "max-inplace-seconds", 30*time.Second, "with replicas, the longest estimated in-place index build; longer ones take the copy path")
-	fl.DurationVar(&f.lockWait, "lock-wait", time.Second, "longest wait for each metadata-lock attempt of an INSTANT or in-place ALTER")
-	fl.DurationVar(&f.lockTimeout, "cutover-lock-timeout", 2*time.Second, "longest wait for each table lock attempt; application queries never wait longer on sluice")
-	fl.IntVar(&f.copyWorkers, "threads", 2, "rows ranges copied at once")
 }
 
 func newMigrate() *cobra.Command {
@@ -82,8 +86,10 @@ func newMigrate() *cobra.Command {
 It creates _<table>_new with the ALTER applied, copies rows into it in parallel
 primary-key ranges while applying the binlog's changes in parallel, compares both
 tables chunk by chunk, and swaps them with RENAME TABLE under a lock whose wait is
-bounded by --cutover-lock-timeout. The original is kept as _<table>_old unless
---drop-old. Interrupting it at any moment leaves the original table untouched.
+bounded by --lock-wait. The original is kept as _<table>_old unless --drop-old.
+With --postpone-cutover it keeps the new table in sync after the checksum and
+swaps only when told to (sluice cutover). Interrupting it at any moment leaves
+the original table untouched.
 
 The password is read from --password-file, the MYSQL_PWD environment variable,
 or the [client] section of --defaults-file; never from the command line.`,
@@ -101,8 +107,8 @@ or the [client] section of --defaults-file; never from the command line.`,
 	fl.IntVar(&f.applyWorkers, "apply-threads", 4, "binlog change batches applied at once")
 	fl.IntVar(&f.checkWorkers, "checksum-threads", 4, "ranges compared at once by the checksum")
 	fl.DurationVar(&f.chunkTime, "chunk-time", 100*time.Millisecond, "target duration of one copy statement")
-	fl.IntVar(&f.cutoverAttempts, "cutover-attempts", 10, "table lock attempts before giving up")
-	fl.DurationVar(&f.lockDeadline, "lock-deadline", 5*time.Minute, "how long the metadata-lock attempts of an INSTANT or in-place ALTER may go on before sluice gives up, naming the blockers")
+	fl.DurationVar(&f.lockDeadline, "lock-deadline", 5*time.Minute, "how long the attempts to get one metadata lock may go on before sluice gives up, naming the blockers")
+	fl.BoolVar(&f.postpone, "postpone-cutover", false, "after the copy and checksum, keep applying changes and wait for 'sluice cutover' (or DROP TABLE _<table>_cutover) before swapping")
 	fl.IntVar(&f.maxQueued, "max-queued", 0, "end a metadata-lock attempt early once more than this many queries queue behind it (0: only --lock-wait ends it)")
 	fl.StringVar(&f.killBlockers, "kill-blockers", "never", "never, or after=DURATION: kill a session that has blocked sluice's metadata-lock request that long (never one under LOCK TABLES or past --kill-max-rows)")
 	fl.Int64Var(&f.killMaxRows, "kill-max-rows", 10000, "never kill a blocker whose transaction modified more rows than this")
@@ -138,8 +144,8 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 	r, err := migration.New(migration.Config{
 		Conn: conn, Database: database, Table: f.table, Alter: f.alter,
 		CopyWorkers: f.copyWorkers, ApplyWorkers: f.applyWorkers, ChecksumWorkers: f.checkWorkers, ChunkTime: f.chunkTime,
-		CutoverLockTimeout: f.lockTimeout, CutoverAttempts: f.cutoverAttempts,
-		KeepIndexes: f.keepIndexes, DDLThreads: f.ddlThreads, DDLBufferSize: f.ddlBuffer,
+		PostponeCutover: f.postpone,
+		KeepIndexes:     f.keepIndexes, DDLThreads: f.ddlThreads, DDLBufferSize: f.ddlBuffer,
 		DropOld: f.dropOld, ProgressInterval: f.progress, Logger: logger,
 		Method: f.method, Approve: f.approve, Replicas: f.replicas, MaxInplace: f.maxInplace, LockWait: f.lockWait,
 		LockDeadline: f.lockDeadline, MaxQueued: f.maxQueued, KillAfter: kill, KillMaxRows: f.killMaxRows,

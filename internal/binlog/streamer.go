@@ -16,6 +16,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // the parser needs a value driver
 
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/rowkey"
@@ -158,7 +159,13 @@ func (s *Streamer) handle(ev *replication.BinlogEvent) error {
 // checkQuery fails on a DDL statement or a statement-format DML on the table.
 func (s *Streamer) checkQuery(schema, query string) error {
 	q := strings.TrimSpace(query)
-	if q == "BEGIN" || q == "COMMIT" || !strings.Contains(strings.ToLower(q), strings.ToLower(s.cfg.Table)) {
+	lower := strings.ToLower(q)
+	if q == "BEGIN" || q == "COMMIT" || !strings.Contains(lower, strings.ToLower(s.cfg.Table)) {
+		return nil
+	}
+	if !strings.EqualFold(schema, s.cfg.Database) && !strings.Contains(lower, strings.ToLower(s.cfg.Database)) {
+		// Run in another database without naming ours: its unqualified
+		// names are that database's tables.
 		return nil
 	}
 	stmts, _, err := parser.New().Parse(q, "", "")

@@ -181,6 +181,7 @@ const (
 	ErrLockDeadlock      = 1213
 	ErrAccessDenied      = 1045
 	ErrNoSuchTable       = 1146
+	ErrUnknownTable      = 1051
 	ErrTableExists       = 1050
 	ErrBadDB             = 1049
 	ErrQueryInterrupted  = 1317

@@ -30,7 +30,15 @@ type Guard struct {
 	Log      *slog.Logger
 	// Poll is how often the watcher looks at the locks (default 50ms).
 	Poll time.Duration
+	// Before, if set, runs before each attempt; its error ends Run. After, if
+	// set, runs once each attempt is over, whatever its outcome.
+	Before func(ctx context.Context) error
+	After  func()
 }
+
+// ErrRetry is returned by fn when its work under the lock could not finish in
+// time: the attempt ends, the lock is released, and it is taken again later.
+var ErrRetry = errors.New("retry under a new lock")
 
 // errGaveUp marks an attempt the watcher ended.
 var errGaveUp = errors.New("attempt given up")
@@ -56,17 +64,53 @@ func (g *Guard) Run(ctx context.Context, what string, fn func(ctx context.Contex
 	start := time.Now()
 	seen := map[int64]time.Time{} // blockers: when first seen blocking
 	var last Attempt
+	var waitingOut int64 // the blocker being waited out, to log it once
 	for attempt := 1; ; attempt++ {
+		// A long-running blocker is waited out without a lock request, so
+		// the application does not queue behind sluice at all meanwhile.
+		if b, ok := g.waitOut(ctx, p, seen, log, what); ok {
+			attempt--
+			last.Blockers = []Session{b}
+			if b.ID != waitingOut {
+				waitingOut = b.ID
+				log.Info("waiting without requesting the lock: a session has held the table longer than the lock budget, so a request would only queue the application behind it",
+					"what", what, "blocker", b.String())
+			}
+			if time.Since(start)+waitOutPoll >= p.Deadline {
+				return fmt.Errorf("%w: %s gave up after %d attempts in %s: %s", ErrDeadline, what, attempt,
+					time.Since(start).Round(time.Second), describe(last.Blockers, p))
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(waitOutPoll):
+			}
+			continue
+		}
+		waitingOut = 0
+		if g.Before != nil {
+			if err := g.Before(ctx); err != nil {
+				if g.After != nil {
+					g.After()
+				}
+				return err
+			}
+		}
 		a, err := g.once(ctx, p, fn, seen, log, what)
+		if g.After != nil {
+			g.After()
+		}
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, errGaveUp) && !isLockWait(err) {
+		if !errors.Is(err, errGaveUp) && !errors.Is(err, ErrRetry) && !isLockWait(err) {
 			return err
 		}
 		last = a
 		reason := a.GaveUp
-		if reason == "" {
+		if errors.Is(err, ErrRetry) {
+			reason = err.Error()
+		} else if reason == "" {
 			reason = fmt.Sprintf("the lock was not granted within lock_wait_timeout=%ds", p.LockWaitSeconds())
 		}
 		args := []any{"what", what, "attempt", attempt, "why", reason, "queued", a.Queued}
@@ -77,7 +121,7 @@ func (g *Guard) Run(ctx context.Context, what string, fn func(ctx context.Contex
 		delay := p.Delay(attempt, rand.Float64())
 		if time.Since(start)+delay >= p.Deadline {
 			return fmt.Errorf("%w: %s gave up after %d attempts in %s: %s", ErrDeadline, what, attempt,
-				time.Since(start).Round(time.Second), describe(last.Blockers))
+				time.Since(start).Round(time.Second), describe(last.Blockers, p))
 		}
 		select {
 		case <-ctx.Done():
@@ -87,14 +131,37 @@ func (g *Guard) Run(ctx context.Context, what string, fn func(ctx context.Contex
 	}
 }
 
-// describe names the blockers for an error.
-func describe(bs []Session) string {
+// waitOutPoll is how often a blocker being waited out is looked at.
+const waitOutPoll = 200 * time.Millisecond
+
+// waitOut returns a blocker to wait out without requesting the lock, if any
+// (Policy.WaitOut).
+func (g *Guard) waitOut(ctx context.Context, p Policy, seen map[int64]time.Time, log *slog.Logger, what string) (Session, bool) {
+	ss, err := Sessions(ctx, g.DB, g.Database, g.Tables)
+	if err != nil {
+		return Session{}, false
+	}
+	now := time.Now()
+	for _, b := range g.track(ctx, p, ss, seen, log, what, false) {
+		if p.WaitOut(b, now.Sub(seen[b.ID])) {
+			return b, true
+		}
+	}
+	return Session{}, false
+}
+
+// describe names the blockers for an error, and why the kill policy spared
+// them if it would kill others.
+func describe(bs []Session, p Policy) string {
 	if len(bs) == 0 {
 		return "no blocker was seen holding the table (a lock held briefly by each of many short queries?)"
 	}
 	parts := make([]string, len(bs))
 	for i, b := range bs {
 		parts[i] = b.String()
+		if spare, why := p.Spares(b); spare && p.KillAfter > 0 {
+			parts[i] += " (not killed: " + why + ")"
+		}
 	}
 	return "blocked by " + strings.Join(parts, "; ")
 }
@@ -126,10 +193,11 @@ func (g *Guard) once(ctx context.Context, p Policy, fn func(context.Context, *sq
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", p.LockWaitSeconds())); err != nil {
 		return a, err
 	}
-	// Before the attempt: kill what the policy allows, so the request does
-	// not queue behind a blocker it will kill anyway.
+	// Before the attempt: note the blockers. None is killed yet: a kill is
+	// sent only while the request waits, so that it is next in line and no
+	// new query can take the table between the kill and the request.
 	if ss, err := Sessions(ctx, g.DB, g.Database, g.Tables, self); err == nil {
-		a.Blockers = g.track(ctx, p, ss, seen, log, what)
+		a.Blockers = g.track(ctx, p, ss, seen, log, what, false)
 	}
 
 	var mu sync.Mutex
@@ -160,7 +228,7 @@ func (g *Guard) once(ctx context.Context, p Policy, fn func(context.Context, *sq
 					queued++
 				}
 			}
-			blockers := g.track(wctx, p, ss, seen, log, what)
+			blockers := g.track(wctx, p, ss, seen, log, what, true)
 			mu.Lock()
 			a.Blockers, a.Queued = blockers, max(a.Queued, queued)
 			mu.Unlock()
@@ -200,8 +268,8 @@ func (g *Guard) poll() time.Duration {
 }
 
 // track records when each blocker was first seen, kills those the policy
-// allows, and returns the blockers that remain.
-func (g *Guard) track(ctx context.Context, p Policy, ss []Session, seen map[int64]time.Time, log *slog.Logger, what string) []Session {
+// allows if mayKill, and returns the blockers that remain.
+func (g *Guard) track(ctx context.Context, p Policy, ss []Session, seen map[int64]time.Time, log *slog.Logger, what string, mayKill bool) []Session {
 	var blockers []Session
 	now := time.Now()
 	for _, s := range ss {
@@ -212,9 +280,13 @@ func (g *Guard) track(ctx context.Context, p Policy, ss []Session, seen map[int6
 		if !ok {
 			first = now
 			seen[s.ID] = now
-			log.Info("a session holds a metadata lock sluice needs", "what", what, "blocker", s.String())
+			args := []any{"what", what, "blocker", s.String()}
+			if spare, why := p.Spares(s); spare && p.KillAfter > 0 {
+				args = append(args, "not_killed", why)
+			}
+			log.Info("a session holds a metadata lock sluice needs; sluice waits for it", args...)
 		}
-		if kill, why := p.Kill(s, now.Sub(first)); kill {
+		if kill, why := p.Kill(s, now.Sub(first)); kill && mayKill {
 			if _, err := g.DB.ExecContext(ctx, fmt.Sprintf("KILL %d", s.ID)); err == nil {
 				log.Warn("killed a blocking session", "what", what, "blocker", s.String(), "why", why)
 				delete(seen, s.ID)

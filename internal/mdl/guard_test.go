@@ -9,87 +9,11 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/testdb"
 )
-
-// readers runs n sessions that query table in a loop, like the application,
-// and returns a function that stops them and reports the slowest query and
-// how many failed.
-func readers(t *testing.T, db *sql.DB, table string, n int) func() (time.Duration, int64) {
-	t.Helper()
-	var worst atomic.Int64
-	var failed atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				start := time.Now()
-				var c int
-				if err := db.QueryRow("SELECT COUNT(*) FROM " + table + " WHERE id < 10").Scan(&c); err != nil {
-					failed.Add(1)
-				}
-				d := int64(time.Since(start))
-				for {
-					w := worst.Load()
-					if d <= w || worst.CompareAndSwap(w, d) {
-						break
-					}
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		}()
-	}
-	return func() (time.Duration, int64) {
-		close(stop)
-		wg.Wait()
-		return time.Duration(worst.Load()), failed.Load()
-	}
-}
-
-// blocker holds a shared metadata lock on table from another session, as the
-// seed's long report does, and returns its connection id.
-func blocker(t *testing.T, db *sql.DB, query string) (id int64, done <-chan error) {
-	t.Helper()
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.QueryRowContext(context.Background(), "SELECT CONNECTION_ID()").Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	ch := make(chan error, 1)
-	go func() {
-		_, err := conn.ExecContext(context.Background(), query)
-		conn.Close()
-		ch <- err
-	}()
-	t.Cleanup(func() { db.Exec(fmt.Sprintf("KILL %d", id)) })
-	// Wait until it holds the lock.
-	for i := 0; i < 200; i++ {
-		var n int
-		db.QueryRow(`SELECT COUNT(*) FROM performance_schema.metadata_locks ml JOIN performance_schema.threads th
-			ON th.THREAD_ID = ml.OWNER_THREAD_ID WHERE th.PROCESSLIST_ID = ? AND ml.OBJECT_TYPE = 'TABLE'
-			AND ml.LOCK_STATUS = 'GRANTED'`, id).Scan(&n)
-		if n > 0 {
-			return id, ch
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("the blocker never took its lock")
-	return 0, nil
-}
 
 func guard(db *testdb.DB, p Policy, log *bytes.Buffer) *Guard {
 	var mu sync.Mutex
@@ -119,8 +43,8 @@ func instant(ctx context.Context, conn *sql.Conn) error {
 func TestGuardNeverPolicy(t *testing.T) {
 	db := testdb.New(t)
 	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (1, 1), (2, 2)")
-	id, _ := blocker(t, db.DB, "SELECT t.*, SLEEP(60) FROM t")
-	stop := readers(t, db.DB, "t", 8)
+	id, _ := db.Blocker(t, "SELECT t.*, SLEEP(60) FROM t")
+	stop := db.Readers(t, "t", 8)
 	time.Sleep(200 * time.Millisecond)
 	var log bytes.Buffer
 	g := guard(db, Policy{Budget: time.Second, Deadline: 4 * time.Second}, &log)
@@ -139,6 +63,12 @@ func TestGuardNeverPolicy(t *testing.T) {
 		t.Errorf("worst reader latency %s (want <= 1.5s), %d reader queries failed", worst, failed)
 	}
 	t.Logf("worst reader latency %s", worst)
+	if worst < 500*time.Millisecond {
+		t.Errorf("worst reader latency %s: no attempt queued the readers, so the bound was not exercised", worst)
+	}
+	if !strings.Contains(log.String(), "waiting without requesting the lock") {
+		t.Errorf("once the blocker had held the table past the budget, sluice went on requesting the lock:\n%s", log.String())
+	}
 	var cols int
 	db.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 't'").Scan(&cols)
 	if cols != 2 {
@@ -151,8 +81,8 @@ func TestGuardNeverPolicy(t *testing.T) {
 func TestGuardMaxQueued(t *testing.T) {
 	db := testdb.New(t)
 	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (1, 1)")
-	blocker(t, db.DB, "SELECT t.*, SLEEP(60) FROM t")
-	stop := readers(t, db.DB, "t", 8)
+	db.Blocker(t, "SELECT t.*, SLEEP(60) FROM t")
+	stop := db.Readers(t, "t", 8)
 	var log bytes.Buffer
 	g := guard(db, Policy{Budget: 5 * time.Second, Deadline: 2 * time.Second, MaxQueued: 1}, &log)
 	err := g.Run(context.Background(), "instant", instant)
@@ -170,8 +100,8 @@ func TestGuardMaxQueued(t *testing.T) {
 func TestGuardKillAfter(t *testing.T) {
 	db := testdb.New(t)
 	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (1, 1)")
-	id, done := blocker(t, db.DB, "SELECT t.*, SLEEP(60) FROM t")
-	stop := readers(t, db.DB, "t", 8)
+	id, done := db.Blocker(t, "SELECT t.*, SLEEP(60) FROM t")
+	stop := db.Readers(t, "t", 8)
 	var log bytes.Buffer
 	g := guard(db, Policy{Budget: time.Second, Deadline: 20 * time.Second, KillAfter: 2 * time.Second, KillMaxRows: 1000}, &log)
 	start := time.Now()
@@ -219,14 +149,50 @@ func TestGuardSparesBigWriter(t *testing.T) {
 	if !errors.Is(err, ErrDeadline) {
 		t.Fatalf("want ErrDeadline, got %v", err)
 	}
-	if !strings.Contains(err.Error(), fmt.Sprintf("connection %d", id)) || !strings.Contains(err.Error(), "3000 rows modified") {
+	if !strings.Contains(err.Error(), fmt.Sprintf("connection %d", id)) || !strings.Contains(err.Error(), "3000 rows modified") ||
+		!strings.Contains(err.Error(), "not killed: its transaction modified 3000 rows, more than --kill-max-rows=1000") {
 		t.Errorf("the error does not describe the writer: %v", err)
 	}
-	if strings.Contains(log.String(), "killed") {
+	if strings.Contains(log.String(), "killed a blocking session") {
 		t.Errorf("the writer was killed:\n%s", log.String())
 	}
 	var n int
 	if err := tx.QueryRow("SELECT COUNT(*) FROM t").Scan(&n); err != nil || n != 3000 {
 		t.Errorf("the writer's transaction is gone: %v", err)
 	}
+}
+
+// TestGuardWaitsOutLongBlocker: a blocker that has already held the table
+// longer than the budget is waited out without any lock request, so the
+// readers do not queue at all; the ALTER runs once the blocker ends.
+func TestGuardWaitsOutLongBlocker(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (1, 1)")
+	_, done := db.Blocker(t, "SELECT t.*, SLEEP(4) FROM t")
+	time.Sleep(1500 * time.Millisecond)
+	stop := db.Readers(t, "t", 8)
+	var log bytes.Buffer
+	g := guard(db, Policy{Budget: time.Second, Deadline: 20 * time.Second}, &log)
+	start := time.Now()
+	err := g.Run(context.Background(), "instant", instant)
+	took := time.Since(start)
+	worst, failed := stop()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the blocker was ended: %v", err)
+		}
+	default:
+		t.Error("the ALTER ran while the blocker still held the table")
+	}
+	if worst > 300*time.Millisecond || failed > 0 {
+		t.Errorf("worst reader latency %s (want no queueing at all), %d failed", worst, failed)
+	}
+	if !strings.Contains(log.String(), "waiting without requesting the lock") || strings.Contains(log.String(), "metadata lock attempt ended") {
+		t.Errorf("want a wait without attempts:\n%s", log.String())
+	}
+	t.Logf("ALTER done %s after the guard started; worst reader latency %s", took.Round(time.Millisecond), worst)
 }

@@ -67,18 +67,44 @@ func (p Policy) Delay(attempt int, r float64) time.Duration {
 	return time.Duration(float64(d) * (0.5 + r))
 }
 
+// Spares reports whether the blocker s is never to be killed, however long
+// it blocks, and why.
+func (p Policy) Spares(s Session) (bool, string) {
+	switch {
+	case p.KillAfter <= 0:
+		return true, "the kill policy is never (--kill-blockers)"
+	case s.Explicit:
+		return true, "it holds the table with LOCK TABLES, which sluice never kills"
+	case s.RowsModified > p.KillMaxRows:
+		return true, fmt.Sprintf("its transaction modified %d rows, more than --kill-max-rows=%d: rolling it back would take longer than waiting", s.RowsModified, p.KillMaxRows)
+	}
+	return false, ""
+}
+
 // Kill reports whether the blocker s, which has been seen blocking the
 // request for blocking, is to be killed under the policy, and if not, why.
 func (p Policy) Kill(s Session, blocking time.Duration) (bool, string) {
+	if spare, why := p.Spares(s); spare {
+		return false, why
+	}
 	switch {
-	case p.KillAfter <= 0:
-		return false, "the kill policy is never (--kill-blockers)"
-	case s.Explicit:
-		return false, "it holds the table with LOCK TABLES, which sluice never kills"
-	case s.RowsModified > p.KillMaxRows:
-		return false, fmt.Sprintf("its transaction modified %d rows, more than --kill-max-rows=%d: rolling it back would take longer than waiting", s.RowsModified, p.KillMaxRows)
 	case blocking < p.KillAfter:
 		return false, fmt.Sprintf("it has blocked for %s; the policy kills after %s", blocking.Round(time.Second), p.KillAfter)
 	}
 	return true, fmt.Sprintf("it blocked the lock request for %s (--kill-blockers=after=%s)", blocking.Round(time.Second), p.KillAfter)
+}
+
+// WaitOut reports whether sluice should wait for the blocker s without
+// requesting the lock: s has held the table longer than the budget already,
+// so it will most likely outlast an attempt, and a request would only queue
+// the application behind it for the whole budget. A blocker the policy
+// would kill now is not waited out: it is killed while a request waits, so
+// that nothing can take the table between the kill and the request.
+func (p Policy) WaitOut(s Session, blocking time.Duration) bool {
+	p = p.WithDefaults()
+	if !s.Blocking() || s.HeldFor() < p.Budget {
+		return false
+	}
+	kill, _ := p.Kill(s, blocking)
+	return !kill
 }

@@ -108,3 +108,34 @@ func TestSessionString(t *testing.T) {
 		t.Error("a pending-only session is queued, not blocking")
 	}
 }
+
+func TestWaitOut(t *testing.T) {
+	held := []string{"SHARED_READ"}
+	longQuery := Session{Command: "Query", Time: 3 * time.Second, Held: held}
+	idleTrx := Session{Command: "Sleep", Time: 5 * time.Second, TrxAge: 2 * time.Second, Held: held}
+	young := Session{Command: "Query", Time: 0, TrxAge: 300 * time.Millisecond, Held: held}
+	idleNoTrx := Session{Command: "Sleep", Time: 30 * time.Second, Held: held} // a lock held past its statement: only a transaction does that, but be safe
+	queued := Session{Command: "Query", Time: 3 * time.Second, Pending: held}
+	never := Policy{Budget: time.Second}
+	kill := Policy{Budget: time.Second, KillAfter: 2 * time.Second, KillMaxRows: 100}
+	for _, tc := range []struct {
+		name     string
+		p        Policy
+		s        Session
+		blocking time.Duration
+		want     bool
+	}{
+		{"a long query is waited out", never, longQuery, 0, true},
+		{"an old idle transaction is waited out", never, idleTrx, 0, true},
+		{"a young one gets a request: it may end within the budget", never, young, 0, false},
+		{"idle time alone is not a hold", never, idleNoTrx, 0, false},
+		{"a queued session does not block", never, queued, 0, false},
+		{"not yet killable: waited out", kill, longQuery, time.Second, true},
+		{"killable: a request, so the kill happens while it waits", kill, longQuery, 3 * time.Second, false},
+		{"spared big writer: waited out", kill, Session{Command: "Sleep", TrxAge: 5 * time.Second, RowsModified: 1000, Held: held}, time.Minute, true},
+	} {
+		if got := tc.p.WaitOut(tc.s, tc.blocking); got != tc.want {
+			t.Errorf("%s: WaitOut = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -47,6 +47,16 @@ func (s Session) Blocking() bool { return len(s.Held) > 0 }
 // Queued reports whether the session only waits for a lock on the table.
 func (s Session) Queued() bool { return len(s.Pending) > 0 && len(s.Held) == 0 }
 
+// HeldFor is how long the session has been in the way at least: its running
+// statement's time, or its open transaction's age, whichever is longer.
+func (s Session) HeldFor() time.Duration {
+	d := s.TrxAge
+	if s.Command == "Query" {
+		d = max(d, s.Time)
+	}
+	return d
+}
+
 // Wrote reports whether the session's open transaction modified rows.
 func (s Session) Wrote() bool { return s.RowsModified > 0 }
 

@@ -247,6 +247,9 @@ func ShowCreate(ctx context.Context, db *sql.DB, database, name string) (string,
 type Names struct {
 	Shadow string // the new table being filled: _T_new
 	Old    string // the original after cut-over: _T_old
+	// Postpone exists while a postponed cut-over waits: _T_cutover. Dropping
+	// it lets the cut-over go ahead.
+	Postpone string
 }
 
 // maxIdent is MySQL's identifier length limit.
@@ -256,9 +259,9 @@ const maxIdent = 64
 // that every name stays within MySQL's 64-character limit.
 func NamesFor(table string) Names {
 	base := table
-	const extra = len("__old")
+	const extra = len("__cutover")
 	if r := []rune(base); len(r) > maxIdent-extra {
 		base = string(r[:maxIdent-extra])
 	}
-	return Names{Shadow: "_" + base + "_new", Old: "_" + base + "_old"}
+	return Names{Shadow: "_" + base + "_new", Old: "_" + base + "_old", Postpone: "_" + base + "_cutover"}
 }

@@ -21,7 +21,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := &cobra.Command{Use: "sluice-bench", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(demoCmd(), runCmd(), ddlCmd())
+	root.AddCommand(demoCmd(), runCmd(), ddlCmd(), mdlCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "sluice-bench: "+err.Error())
 		os.Exit(1)
@@ -108,5 +108,32 @@ func runCmd() *cobra.Command {
 	c.Flags().StringVar(&o.Sluice, "sluice", "", "sluice binary (default: beside sluice-bench)")
 	c.Flags().StringVar(&o.PtOsc, "pt-osc", "", `command running pt-online-schema-change, e.g. "scripts/sandbox.sh pt-osc" ("": leave the peer out)`)
 	c.Flags().StringSliceVar(&o.SluiceArgs, "sluice-args", nil, "extra flags for every sluice run, e.g. --sluice-args=--threads=3")
+	return c
+}
+
+func mdlCmd() *cobra.Command {
+	var o bench.MDLOptions
+	c := &cobra.Command{
+		Use:   "mdl",
+		Short: "A long SELECT holds the table while readers query it: the worst reader latency and queue caused by native ALTER, sluice and the peers",
+		RunE: func(c *cobra.Command, _ []string) error {
+			d, err := dsn()
+			if err != nil {
+				return err
+			}
+			o.DSN, o.Out = d, c.OutOrStdout()
+			if o.Sluice == "" {
+				exe, _ := os.Executable()
+				o.Sluice = filepath.Join(filepath.Dir(exe), "sluice")
+			}
+			return bench.MDL(c.Context(), o)
+		},
+	}
+	c.Flags().IntVar(&o.Rows, "rows", 200_000, "rows in the table")
+	c.Flags().DurationVar(&o.Blocker, "blocker", 100*time.Second, "how long the blocking SELECT holds the table")
+	c.Flags().IntVar(&o.Readers, "readers", 8, "reader sessions")
+	c.Flags().StringVar(&o.Sluice, "sluice", "", "sluice binary (default: beside sluice-bench)")
+	c.Flags().StringVar(&o.PtOsc, "pt-osc", "", `command running pt-online-schema-change, e.g. "scripts/sandbox.sh pt-osc" ("": leave the peer out)`)
+	c.Flags().StringVar(&o.GhOst, "gh-ost", "", `command running gh-ost ("": leave the peer out)`)
 	return c
 }

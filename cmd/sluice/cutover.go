@@ -1,0 +1,69 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/migration"
+)
+
+func newCutover() *cobra.Command {
+	var f migrateFlags
+	var cancel bool
+	c := &cobra.Command{
+		Use:   "cutover",
+		Short: "Let a migration started with --postpone-cutover swap the tables now (or cancel it)",
+		Long: `cutover tells a running 'sluice migrate --postpone-cutover' of the table to
+swap: it drops the table _<table>_cutover that the migration watches (a plain
+DROP TABLE of it does the same). The migration then takes its bounded table lock,
+applies the last changes and renames. With --cancel, the migration stops
+instead, drops its new table and leaves the original as it was.
+
+It can run from any host that reaches the database.`,
+		Example: `  sluice cutover --host db1 --user dba --database shop --table orders
+  sluice cutover --cancel --host db1 --user dba --database shop --table orders`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if c.Flags().Changed("password") {
+				return errors.New("passwords are not accepted on the command line (other users can read it in the process list): use MYSQL_PWD, --password-file or --defaults-file")
+			}
+			conn, database, err := connection(c, f)
+			if err != nil {
+				return err
+			}
+			switch {
+			case database == "":
+				return errors.New("no database given: pass --database")
+			case f.table == "":
+				return errors.New("no table given: pass --table")
+			}
+			if err := conn.Validate(); err != nil {
+				return err
+			}
+			db, err := dbconn.Open(c.Context(), conn, database, 1)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			out := c.OutOrStdout()
+			if cancel {
+				if err := migration.CancelCutover(c.Context(), db, database, f.table); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "sluice: asked the migration of %s.%s to cancel; it drops its new table and leaves the original unchanged\n", database, f.table)
+				return nil
+			}
+			if err := migration.TriggerCutover(c.Context(), db, database, f.table); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "sluice: the migration of %s.%s may cut over now; its own output says when the tables are swapped\n", database, f.table)
+			return nil
+		},
+	}
+	serverFlags(c, &f)
+	c.Flags().BoolVar(&cancel, "cancel", false, "stop the migration instead: no swap, the original stays as it was")
+	return c
+}
