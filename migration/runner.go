@@ -48,9 +48,9 @@ type Runner struct {
 	path plan.Path // the path taken (the plan's, or the forced one)
 	ddl  plan.DDL  // index-build settings
 
-	deferred      []schema.KeyDef // secondary indexes built after the copy
+	deferred                       []schema.KeyDef // secondary indexes built after the copy
 	shadowCreated, postponeCreated bool
-	swapped       atomic.Bool
+	swapped                        atomic.Bool
 	// renaming is set just before the RENAME is sent: from then on the binlog
 	// reader may see sluice's own RENAME, which is no reason to stop.
 	renaming atomic.Bool
