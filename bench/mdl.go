@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -77,8 +78,19 @@ func MDL(ctx context.Context, o MDLOptions) error {
 		run  func(ctx context.Context) error
 	}
 	tools := []tool{
-		{"native ALTER TABLE (lock_wait_timeout: server default)", func(ctx context.Context) error {
-			_, err := s.DB.ExecContext(ctx, "ALTER TABLE "+mdlDB+".t "+mdlAlter)
+		{"native ALTER TABLE (server's lock_wait_timeout)", func(ctx context.Context) error {
+			// A DBA's session: the server's lock_wait_timeout (a year by
+			// default), not the bench pool's.
+			conn, err := s.DB.Conn(ctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = @@global.lock_wait_timeout"); err != nil {
+				return err
+			}
+			_, err = conn.ExecContext(ctx, "ALTER TABLE "+mdlDB+".t "+mdlAlter)
+			conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION lock_wait_timeout = 30")
 			return err
 		}},
 		{"sluice (INSTANT path, --kill-blockers=never)", func(ctx context.Context) error {
@@ -166,22 +178,34 @@ func (s *Server) mdlScenario(ctx context.Context, o MDLOptions, run func(context
 
 	// The readers have a pool of their own, one connection each, so that
 	// neither they nor the sampler wait for a connection instead of a lock.
+	// Each reader is an application session: the server's lock_wait_timeout
+	// (a year by default), not the bench pool's.
 	readers, err := dbconn.Open(ctx, s.Conn, "", o.Readers)
 	if err != nil {
 		return res, err
 	}
 	defer readers.Close()
+	conns := make([]*sql.Conn, o.Readers)
+	for i := range conns {
+		if conns[i], err = readers.Conn(ctx); err != nil {
+			return res, err
+		}
+		defer conns[i].Close()
+		if _, err := conns[i].ExecContext(ctx, "SET SESSION lock_wait_timeout = @@global.lock_wait_timeout"); err != nil {
+			return res, err
+		}
+	}
 	rctx, stopReaders := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var worst, slow, failed, queries atomic.Int64
-	for i := 0; i < o.Readers; i++ {
+	for _, conn := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for rctx.Err() == nil {
 				start := time.Now()
 				var c string
-				err := readers.QueryRowContext(rctx, "SELECT c FROM "+mdlDB+".t WHERE id = ?", 1+rand.IntN(o.Rows)).Scan(&c)
+				err := conn.QueryRowContext(rctx, "SELECT c FROM "+mdlDB+".t WHERE id = ?", 1+rand.IntN(o.Rows)).Scan(&c)
 				if rctx.Err() != nil {
 					return
 				}

@@ -163,7 +163,7 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 	}
 	var errs []error
 	if r.shadowCreated && !r.swapped.Load() && r.db != nil {
-		if _, err := r.db.ExecContext(cctx, "DROP TABLE IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)); err != nil {
+		if err := r.dropGuarded(cctx, r.names.Shadow); err != nil {
 			errs = append(errs, fmt.Errorf("drop the shadow table %s: %w (drop it by hand)", r.names.Shadow, err))
 		} else if runErr != nil {
 			r.log.Info("dropped the shadow table", "table", r.names.Shadow)
@@ -489,15 +489,25 @@ func (r *Runner) cutover(ctx context.Context) error {
 	r.res.OldTable = r.names.Old
 	r.res.KeysApplied = r.applier.Applied()
 	if r.cfg.DropOld {
-		// The swap is done: finish even if the run is being cancelled.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		// The swap is done: finish even if the run is being cancelled. A query
+		// that began before the swap still holds the old table; the guard
+		// waits it out rather than queue behind it.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.LockDeadline)
 		defer cancel()
-		if _, err := r.db.ExecContext(dctx, "DROP TABLE "+oldQ); err != nil {
+		if err := r.dropGuarded(dctx, r.names.Old); err != nil {
 			return fmt.Errorf("the migration is done but dropping %s failed (drop it by hand): %w", r.names.Old, err)
 		}
 		r.res.OldTable = ""
 	}
 	return nil
+}
+
+// dropGuarded drops a table sluice created, through the metadata-lock guard.
+func (r *Runner) dropGuarded(ctx context.Context, name string) error {
+	return r.lockGuard(name).Run(ctx, "DROP TABLE "+name, func(ctx context.Context, conn *sql.Conn) error {
+		_, err := conn.ExecContext(ctx, "DROP TABLE IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, name))
+		return err
+	})
 }
 
 // settling reports whether the RENAME was sent: errors of the binlog reader
