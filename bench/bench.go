@@ -42,6 +42,11 @@ const (
 	rebuild = "ENGINE=InnoDB"
 )
 
+// toolMarkers pick out the statements of the tool under test in a deadlock:
+// sluice's and pt-online-schema-change's name the shadow table, sluice's read
+// with FOR SHARE, a native ALTER is one. sysbench's statements have none.
+var toolMarkers = []string{"_sbtest1_new", "FOR SHARE", "ALTER TABLE"}
+
 // opResult is what one ALTER reports beyond its time: sluice's peak memory
 // and phase timings.
 type opResult struct {
@@ -68,6 +73,9 @@ type result struct {
 	rssMB   float64
 	phases  string // sluice's phase timings
 	failure string
+	// deadlocks InnoDB reported during the ALTER, and those with one of the
+	// tool's own statements in them
+	deadlocks, toolDeadlocks int
 }
 
 // Run runs every scenario and prints the table of results.
@@ -124,9 +132,16 @@ func Run(ctx context.Context, o Options) error {
 			from = l.Since()
 		}
 		logf("%s (%s)", st.name, st.load)
+		var dl *Deadlocks
+		if l != nil {
+			dl = WatchDeadlocks(ctx, s.DB, toolMarkers...)
+		}
 		start := time.Now()
 		out, err := st.op(ctx)
 		r.wall, r.rssMB, r.phases = time.Since(start), out.rssMB, out.phases
+		if dl != nil {
+			r.deadlocks, r.toolDeadlocks = dl.Stop()
+		}
 		if err != nil {
 			r.failure = err.Error()
 		}
@@ -222,6 +237,8 @@ type summary struct {
 	errDuring  float64       // and during
 	rssMB      float64       // the largest
 	failures   []string
+	deadlocks  int // over every run
+	toolDl     int // of which with the tool's statements
 }
 
 // summarize groups results by ALTER and load, in order of first appearance.
@@ -255,6 +272,7 @@ func summarize(rs []result) []summary {
 			secBefore, secDuring = secBefore+r.before.Seconds, secDuring+r.during.Seconds
 			errB, errD = errB+r.before.Errors, errD+r.during.Errors
 			s.rssMB = max(s.rssMB, r.rssMB)
+			s.deadlocks, s.toolDl = s.deadlocks+r.deadlocks, s.toolDl+r.toolDeadlocks
 			if r.failure != "" {
 				s.failures = append(s.failures, r.failure)
 			}
@@ -296,7 +314,7 @@ func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
 	}
 	fmt.Fprintf(w, "\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ALTER\tload\tx F\tTPS before\tTPS during (mean)\tkept\tlowest TPS/s\tzero-TPS s\tapp errors/min before, during\tsluice max RSS")
+	fmt.Fprintln(tw, "ALTER\tload\tx F\tTPS before\tTPS during (mean)\tkept\tlowest TPS/s\tzero-TPS s\tapp errors/min before, during\tdeadlocks (with the tool's statements)\tsluice max RSS")
 	for _, s := range ss {
 		x := fmt.Sprintf("%.2f", float64(s.wall)/float64(f))
 		if len(s.runs) > 1 {
@@ -311,12 +329,12 @@ func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
 			if s.before.Mean > 0 {
 				kept = s.during.Mean / s.before.Mean * 100
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.0f\t%.0f%%\t%.0f\t%d\t%.1f, %.1f\t%s\n", s.name, s.load, x, s.before.Mean, s.during.Mean, kept, s.during.Min, s.during.Zero, s.errBefore, s.errDuring, rss)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.0f\t%.0f%%\t%.0f\t%d\t%.1f, %.1f\t%d (%d)\t%s\n", s.name, s.load, x, s.before.Mean, s.during.Mean, kept, s.during.Min, s.during.Zero, s.errBefore, s.errDuring, s.deadlocks, s.toolDl, rss)
 		} else {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\t-\t-\t%s\n", s.name, s.load, x, rss)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\t-\t-\t-\t%s\n", s.name, s.load, x, rss)
 		}
 		for _, f := range s.failures {
-			fmt.Fprintf(tw, "  FAILED: %s\t\t\t\t\t\t\t\t\t\n", f)
+			fmt.Fprintf(tw, "  FAILED: %s\t\t\t\t\t\t\t\t\t\t\n", f)
 		}
 	}
 	tw.Flush()

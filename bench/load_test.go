@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -59,5 +60,19 @@ func TestSummarize(t *testing.T) {
 	}
 	if got := median([]time.Duration{1 * s, 2 * s, 4 * s, 9 * s}); got != 3*s {
 		t.Errorf("median of four: %s", got)
+	}
+}
+
+func TestDeadlockSection(t *testing.T) {
+	status := "=====\nBACKGROUND THREAD\n-----\nsrv_master_thread\n------------------------\nLATEST DETECTED DEADLOCK\n------------------------\n2026-11-21 17:00:01 0x7f\n*** (1) TRANSACTION:\nINSERT INTO `sbtest`.`_sbtest1_new` SELECT ... FOR SHARE NOWAIT\n*** (2) TRANSACTION:\nDELETE FROM sbtest1 WHERE id=5\n------------\nTRANSACTIONS\n------------\nTrx id counter 5\n"
+	s := deadlockSection(status)
+	if !strings.Contains(s, "2026-11-21 17:00:01") || strings.Contains(s, "Trx id counter") || strings.Contains(s, "srv_master_thread") {
+		t.Fatalf("section %q", s)
+	}
+	if !involves(s, []string{"_sbtest1_new`", "FOR SHARE"}) || involves(s, []string{"_sbtest1_old"}) {
+		t.Error("involves")
+	}
+	if deadlockSection("no deadlock here") != "" {
+		t.Error("a status without a deadlock gave a section")
 	}
 }
