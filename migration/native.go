@@ -87,7 +87,7 @@ func (r *Runner) nativeAlter(ctx context.Context, algorithm string, settings []s
 
 // lockGuard returns the metadata-lock guard for statements on tables.
 func (r *Runner) lockGuard(tables ...string) *mdl.Guard {
-	return &mdl.Guard{DB: r.db, Database: r.cfg.Database, Tables: tables, Log: r.log, Policy: mdl.Policy{
+	return &mdl.Guard{DB: r.db, Database: r.cfg.Database, Tables: tables, Log: r.log, OwnRun: r.cfg.Conn.RunID, Policy: mdl.Policy{
 		Budget: r.cfg.LockWait, Deadline: r.cfg.LockDeadline, MaxQueued: r.cfg.MaxQueued,
 		KillAfter: r.cfg.KillAfter, KillMaxRows: r.cfg.KillMaxRows,
 	}}

@@ -2,8 +2,10 @@ package migration
 
 import (
 	"context"
+	crand "crypto/rand"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,6 +69,11 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every connection of the run carries its id, so the metadata-lock guard
+	// never takes sluice's own sessions for blockers.
+	var id [8]byte
+	crand.Read(id[:])
+	cfg.Conn.RunID = hex.EncodeToString(id[:])
 	r := &Runner{cfg: cfg, log: cfg.Logger, alter: alter, names: schema.NamesFor(cfg.Table), sched: apply.NewScheduler()}
 	r.phase.Store("new")
 	return r, nil

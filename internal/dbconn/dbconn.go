@@ -28,6 +28,10 @@ type Config struct {
 	Password string
 	// Params are extra driver parameters (for example tls=true).
 	Params map[string]string
+	// RunID, if set, is sent as the connection attribute sluice_run on every
+	// connection, so that the run can tell its own sessions from the
+	// application's in performance_schema.
+	RunID string
 }
 
 // TLSModes are the accepted values of the "tls" parameter.
@@ -104,6 +108,10 @@ func (c Config) DSN(database string) string {
 	mc.ParseTime = false
 	mc.Timeout = 10 * time.Second
 	mc.Params = map[string]string{"charset": "utf8mb4"}
+	mc.ConnectionAttributes = "program_name:sluice"
+	if c.RunID != "" {
+		mc.ConnectionAttributes += ",sluice_run:" + c.RunID
+	}
 	for k, v := range SessionSettings {
 		mc.Params[k] = v
 	}

@@ -28,6 +28,9 @@ type Guard struct {
 	Tables   []string // the tables the statements lock
 	Policy   Policy
 	Log      *slog.Logger
+	// OwnRun, if set, is the RunID of the connections of the sluice run
+	// itself: they are never counted as blockers or queued sessions.
+	OwnRun string
 	// Poll is how often the watcher looks at the locks (default 50ms).
 	Poll time.Duration
 	// Before, if set, runs before each attempt; its error ends Run. After, if
@@ -62,7 +65,7 @@ func (g *Guard) Run(ctx context.Context, what string, fn func(ctx context.Contex
 		log = slog.New(slog.DiscardHandler)
 	}
 	start := time.Now()
-	seen := map[int64]time.Time{} // blockers: when first seen blocking
+	seen := &tracked{first: map[int64]time.Time{}, logged: map[int64]bool{}}
 	var last Attempt
 	var waitingOut int64 // the blocker being waited out, to log it once
 	for attempt := 1; ; attempt++ {
@@ -136,14 +139,14 @@ const waitOutPoll = 200 * time.Millisecond
 
 // waitOut returns a blocker to wait out without requesting the lock, if any
 // (Policy.WaitOut).
-func (g *Guard) waitOut(ctx context.Context, p Policy, seen map[int64]time.Time, log *slog.Logger, what string) (Session, bool) {
-	ss, err := Sessions(ctx, g.DB, g.Database, g.Tables)
+func (g *Guard) waitOut(ctx context.Context, p Policy, seen *tracked, log *slog.Logger, what string) (Session, bool) {
+	ss, err := Sessions(ctx, g.DB, g.Database, g.Tables, g.OwnRun)
 	if err != nil {
 		return Session{}, false
 	}
 	now := time.Now()
 	for _, b := range g.track(ctx, p, ss, seen, log, what, false) {
-		if p.WaitOut(b, now.Sub(seen[b.ID])) {
+		if p.WaitOut(b, now.Sub(seen.first[b.ID])) {
 			return b, true
 		}
 	}
@@ -172,7 +175,7 @@ func isLockWait(err error) bool {
 
 // once is one attempt.
 func (g *Guard) once(ctx context.Context, p Policy, fn func(context.Context, *sql.Conn) error,
-	seen map[int64]time.Time, log *slog.Logger, what string) (a Attempt, err error) {
+	seen *tracked, log *slog.Logger, what string) (a Attempt, err error) {
 	conn, err := g.DB.Conn(ctx)
 	if err != nil {
 		return a, err
@@ -196,7 +199,7 @@ func (g *Guard) once(ctx context.Context, p Policy, fn func(context.Context, *sq
 	// Before the attempt: note the blockers. None is killed yet: a kill is
 	// sent only while the request waits, so that it is next in line and no
 	// new query can take the table between the kill and the request.
-	if ss, err := Sessions(ctx, g.DB, g.Database, g.Tables, self); err == nil {
+	if ss, err := Sessions(ctx, g.DB, g.Database, g.Tables, g.OwnRun, self); err == nil {
 		a.Blockers = g.track(ctx, p, ss, seen, log, what, false)
 	}
 
@@ -218,7 +221,7 @@ func (g *Guard) once(ctx context.Context, p Policy, fn func(context.Context, *sq
 			if err != nil || !waiting {
 				continue
 			}
-			ss, err := Sessions(wctx, g.DB, g.Database, g.Tables, self)
+			ss, err := Sessions(wctx, g.DB, g.Database, g.Tables, g.OwnRun, self)
 			if err != nil {
 				continue
 			}
@@ -267,19 +270,31 @@ func (g *Guard) poll() time.Duration {
 	return 50 * time.Millisecond
 }
 
-// track records when each blocker was first seen, kills those the policy
-// allows if mayKill, and returns the blockers that remain.
-func (g *Guard) track(ctx context.Context, p Policy, ss []Session, seen map[int64]time.Time, log *slog.Logger, what string, mayKill bool) []Session {
+// tracked remembers the blockers of one Run: when each was first seen, and
+// whether it was logged.
+type tracked struct {
+	first  map[int64]time.Time
+	logged map[int64]bool
+}
+
+// track records when each blocker was first seen, logs those that have been
+// in the way for the budget (the short transactions of a busy table are not
+// worth a line each), kills those the policy allows if mayKill, and returns
+// the blockers that remain.
+func (g *Guard) track(ctx context.Context, p Policy, ss []Session, seen *tracked, log *slog.Logger, what string, mayKill bool) []Session {
 	var blockers []Session
 	now := time.Now()
 	for _, s := range ss {
 		if !s.Blocking() {
 			continue
 		}
-		first, ok := seen[s.ID]
+		first, ok := seen.first[s.ID]
 		if !ok {
 			first = now
-			seen[s.ID] = now
+			seen.first[s.ID] = now
+		}
+		if !seen.logged[s.ID] && max(s.HeldFor(), now.Sub(first)) >= p.Budget {
+			seen.logged[s.ID] = true
 			args := []any{"what", what, "blocker", s.String()}
 			if spare, why := p.Spares(s); spare && p.KillAfter > 0 {
 				args = append(args, "not_killed", why)
@@ -289,7 +304,7 @@ func (g *Guard) track(ctx context.Context, p Policy, ss []Session, seen map[int6
 		if kill, why := p.Kill(s, now.Sub(first)); kill && mayKill {
 			if _, err := g.DB.ExecContext(ctx, fmt.Sprintf("KILL %d", s.ID)); err == nil {
 				log.Warn("killed a blocking session", "what", what, "blocker", s.String(), "why", why)
-				delete(seen, s.ID)
+				delete(seen.first, s.ID)
 				continue
 			} else {
 				log.Warn("could not kill a blocking session", "blocker", s.String(), "err", err)

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/testdb"
 )
 
@@ -195,4 +197,42 @@ func TestGuardWaitsOutLongBlocker(t *testing.T) {
 		t.Errorf("want a wait without attempts:\n%s", log.String())
 	}
 	t.Logf("ALTER done %s after the guard started; worst reader latency %s", took.Round(time.Millisecond), worst)
+}
+
+// TestSessionsLeaveOutOwnRun: a session of the run itself (marked by the
+// sluice_run connection attribute) holding the table is not listed, so the
+// guard never waits for, counts or kills sluice's own connections.
+func TestSessionsLeaveOutOwnRun(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (1, 1)")
+	cfg := db.Server
+	cfg.RunID = "0123456789abcdef"
+	own, err := dbconn.Open(context.Background(), cfg, db.Name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	tx, err := own.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var id int64
+	tx.QueryRow("SELECT CONNECTION_ID()").Scan(&id)
+	if _, err := tx.Exec("UPDATE t SET v = 2"); err != nil {
+		t.Fatal(err)
+	}
+	listed := func(run string) bool {
+		ss, err := Sessions(context.Background(), db.DB, db.Name, []string{"t"}, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(ss, func(s Session) bool { return s.ID == id })
+	}
+	if !listed("") || !listed("another") {
+		t.Error("the holder is not listed for another run")
+	}
+	if listed(cfg.RunID) {
+		t.Error("the run's own session is listed as a blocker")
+	}
 }

@@ -106,11 +106,18 @@ JOIN performance_schema.threads t ON t.THREAD_ID = ml.OWNER_THREAD_ID
 LEFT JOIN information_schema.INNODB_TRX x ON x.trx_mysql_thread_id = t.PROCESSLIST_ID
 WHERE ml.OBJECT_TYPE = 'TABLE' AND ml.OBJECT_SCHEMA = ? AND ml.OBJECT_NAME IN (%s)
 	AND t.PROCESSLIST_ID IS NOT NULL AND t.PROCESSLIST_ID NOT IN (%s)
+	AND NOT EXISTS (SELECT 1 FROM performance_schema.session_connect_attrs a
+		WHERE a.PROCESSLIST_ID = t.PROCESSLIST_ID AND a.ATTR_NAME = '` + RunAttr + `' AND a.ATTR_VALUE = ?)
 ORDER BY t.PROCESSLIST_ID`
 
-// Sessions lists the connections other than self with a metadata lock,
-// granted or pending, on any of tables in database db, ordered by id.
-func Sessions(ctx context.Context, q Querier, db string, tables []string, self ...int64) ([]Session, error) {
+// RunAttr is the connection attribute that marks the connections of one
+// sluice run (dbconn.Config.RunID): they are sluice's own, never blockers.
+const RunAttr = "sluice_run"
+
+// Sessions lists the connections other than self, and other than those of
+// the sluice run ownRun (if not ""), with a metadata lock, granted or pending,
+// on any of tables in database db, ordered by id.
+func Sessions(ctx context.Context, q Querier, db string, tables []string, ownRun string, self ...int64) ([]Session, error) {
 	if len(tables) == 0 {
 		return nil, nil
 	}
@@ -122,6 +129,7 @@ func Sessions(ctx context.Context, q Querier, db string, tables []string, self .
 	for _, id := range self {
 		ids = append(ids, fmt.Sprint(id))
 	}
+	args = append(args, ownRun)
 	query := fmt.Sprintf(locksSQL, strings.TrimSuffix(strings.Repeat("?, ", len(tables)), ", "), strings.Join(ids, ", "))
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
