@@ -268,3 +268,48 @@ func TestPostponedCutoverCancelled(t *testing.T) {
 		t.Errorf("leftovers: %v", tables)
 	}
 }
+
+// TestCopyLeavesLockedRangeToApply: an application transaction holds a row
+// lock through the whole copy. The copy never waits for it (a waiting copy
+// holding shared locks on its range could make an application transaction a
+// deadlock victim); the range is applied row by row once the lock is gone,
+// and the new table holds the committed value.
+func TestCopyLeavesLockedRangeToApply(t *testing.T) {
+	db := tableT(t, 20000)
+	app, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Rollback()
+	if _, err := app.Exec("UPDATE t SET v = -1 WHERE id = 12345"); err != nil {
+		t.Fatal(err)
+	}
+	var log syncBuffer
+	cfg := config(t, db, "t", "ADD COLUMN x INT")
+	cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	committed := make(chan struct{})
+	cfg.OnPhase = func(name string) {
+		if name == "index" { // the copy is over; the lock is still held
+			go func() {
+				time.Sleep(500 * time.Millisecond)
+				app.Commit()
+				close(committed)
+			}()
+		}
+	}
+	res, err := mustRunner(t, cfg).Run(context.Background())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	<-committed
+	if !strings.Contains(log.String(), "left to the apply, row by row") {
+		t.Errorf("the locked range was not left to the apply:\n%s", log.String())
+	}
+	var v, n int
+	db.QueryRow("SELECT v FROM t WHERE id = 12345").Scan(&v)
+	db.QueryRow("SELECT COUNT(*) FROM t WHERE v = id OR (id = 12345 AND v = -1)").Scan(&n)
+	if v != -1 || n != 20000 {
+		t.Errorf("after the swap v=%d for the locked row and %d of 20000 rows as expected", v, n)
+	}
+	t.Logf("%d rows copied, %d changes applied", res.RowsCopied, res.KeysApplied)
+}

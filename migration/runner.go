@@ -249,12 +249,21 @@ func (r *Runner) copyRows(ctx context.Context) error {
 	r.copier, err = copier.New(copier.Config{
 		DB: r.db, Mapping: r.mapping, Key: r.key, Workers: r.cfg.CopyWorkers,
 		Chunk: chunk.Config{Target: r.cfg.ChunkTime},
+		// A range that keeps meeting the application's locks is applied
+		// key by key after the copy instead (the scheduler is held until
+		// then): a copy waiting for a lock while holding shared locks on the
+		// rest of its range could make an application transaction a
+		// deadlock victim.
+		Defer: r.sched.Add,
 	})
 	if err != nil {
 		return err
 	}
 	err = r.copier.Run(ctx)
 	r.res.RowsCopied = r.copier.Rows()
+	if n := r.copier.Deferred(); n > 0 && err == nil {
+		r.log.Info("ranges that kept meeting the application's row locks are left to the apply, row by row", "rows", n)
+	}
 	if errors.Is(err, copier.ErrDuplicate) {
 		return fmt.Errorf("the original table holds rows that collide under a unique key of the new table, so the migration stops (no row was dropped): %w", err)
 	}

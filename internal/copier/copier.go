@@ -40,6 +40,12 @@ type Config struct {
 	// Throttle, if set, is called before each chunk and may block (pause) or
 	// return an error (stop).
 	Throttle func(ctx context.Context) error
+	// Defer, if set, takes the keys of a range that keeps meeting locked
+	// rows, instead of a copy that would wait for the lock while holding
+	// shared locks on the rest of the range (and so could be part of a
+	// deadlock with the application). The caller applies them as changed
+	// keys after the copy, one row's current state at a time.
+	Defer func(keys ...rowkey.Key)
 }
 
 // Copier copies once; Run may be called once.
@@ -51,11 +57,15 @@ type Copier struct {
 	cutter *ranges.Cutter
 	// lockRetries counts ranges retried because a row was locked.
 	lockRetries atomic.Int64
+	deferred    atomic.Int64
 }
 
 // maxNowait is how many times a range meets a locked row before the copy
-// waits for the lock instead.
+// defers its rows (Config.Defer) or, without Defer, waits for the lock.
 const maxNowait = 100
+
+// Deferred returns how many rows were handed to Config.Defer.
+func (c *Copier) Deferred() int64 { return c.deferred.Load() }
 
 // LockRetries returns how often a range was retried because the application
 // held a lock on one of its rows.
@@ -130,6 +140,9 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 	for attempt := 0; attempt < 20; {
 		lock := " FOR SHARE NOWAIT"
 		if nowaits >= maxNowait {
+			if c.cfg.Defer != nil {
+				return c.deferSpan(ctx, where, args)
+			}
 			lock = " FOR SHARE"
 		}
 		start := time.Now()
@@ -166,4 +179,40 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 		}
 	}
 	return fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err)
+}
+
+// deferSpan hands the keys of a range to Config.Defer instead of copying it.
+// The keys are read without locks: a row committed after this read is in the
+// binlog, whose reading began before the copy, so its key comes anyway.
+func (c *Copier) deferSpan(ctx context.Context, where string, args []any) error {
+	q := "SELECT " + c.cfg.Key.SelectExprs() + " FROM " + c.cfg.Mapping.Source.Quoted() + " FORCE INDEX (PRIMARY) WHERE " +
+		where + " ORDER BY " + c.cfg.Key.OrderBy()
+	rows, err := c.cfg.DB.QueryContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("copy: read the keys of a range to defer: %w", err)
+	}
+	defer rows.Close()
+	var keys []rowkey.Key
+	for rows.Next() {
+		raw := make([][]byte, len(c.cfg.Key))
+		dest := make([]any, len(raw))
+		for i := range raw {
+			dest[i] = &raw[i]
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		k, err := c.cfg.Key.FromScan(raw)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	c.cfg.Defer(keys...)
+	c.deferred.Add(int64(len(keys)))
+	c.rows.Add(int64(len(keys)))
+	return nil
 }

@@ -2,10 +2,12 @@ package copier
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/chunk"
+	"github.com/sluicedb/sluice/internal/rowkey"
 	"github.com/sluicedb/sluice/internal/testdb"
 )
 
@@ -80,5 +82,60 @@ func TestCopySparseSignedKeys(t *testing.T) {
 	db.QueryRow("SELECT COUNT(*) FROM dst").Scan(&n)
 	if n != 3006 || c.Rows() != 3006 {
 		t.Errorf("copied %d rows (dst has %d), want 3006", c.Rows(), n)
+	}
+}
+
+// TestCopyDefersALockedRange: an application transaction holds a row lock
+// for longer than the copy keeps retrying. With Defer set, the copy never
+// waits for the lock (it finishes while the lock is still held) and hands the
+// keys of that range, the locked row's included, to Defer instead of copying
+// them; every other row is copied.
+func TestCopyDefersALockedRange(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE src (id INT PRIMARY KEY, v INT NOT NULL)")
+	db.Fill(t, "src", 20000, "n, n")
+	m, key := db.Mapping(t, "src", "dst", true)
+	var mu sync.Mutex
+	deferred := map[int64]bool{}
+	c, err := New(Config{
+		DB: db.DB, Key: key, Workers: 2, Mapping: m,
+		Chunk: chunk.Config{Initial: 500, Min: 100},
+		Defer: func(keys ...rowkey.Key) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, k := range keys {
+				deferred[k[0].(int64)] = true
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Rollback()
+	if _, err := app.Exec("UPDATE src SET v = -1 WHERE id = 12345"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The lock is still held here: the copy did not wait for it.
+	if !deferred[12345] {
+		t.Fatalf("the locked row's key was not deferred (%d keys deferred)", len(deferred))
+	}
+	if int64(len(deferred)) != c.Deferred() || len(deferred) >= 10000 {
+		t.Errorf("%d keys deferred, Deferred() = %d: want the locked range only", len(deferred), c.Deferred())
+	}
+	var n, missing int
+	db.QueryRow("SELECT COUNT(*) FROM dst").Scan(&n)
+	db.QueryRow("SELECT COUNT(*) FROM src WHERE id NOT IN (SELECT id FROM dst)").Scan(&missing)
+	if n+len(deferred) != 20000 || missing != len(deferred) {
+		t.Errorf("dst has %d rows, %d are missing, %d deferred: every row must be copied or deferred, once", n, missing, len(deferred))
+	}
+	if c.Rows() != 20000 {
+		t.Errorf("Rows() = %d, want 20000 (copied or deferred)", c.Rows())
 	}
 }
