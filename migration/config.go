@@ -59,6 +59,9 @@ type Config struct {
 	// with backoff and jitter until LockDeadline (default 5m).
 	LockWait     time.Duration
 	LockDeadline time.Duration
+	// CutoverLockTimeout, if set, is the budget of the copy path's table
+	// locks instead of LockWait.
+	CutoverLockTimeout time.Duration
 	// MaxQueued ends a lock attempt early once more than this many queries
 	// queue behind it (0: only LockWait ends it).
 	MaxQueued int

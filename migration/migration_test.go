@@ -388,7 +388,8 @@ func TestCutoverLockWaitIsBounded(t *testing.T) {
 	}
 	defer blocker.Close()
 	cfg := config(t, db, "t", "ADD COLUMN x INT")
-	cfg.LockWait = time.Second
+	// The copy path's own budget: 1s, although LockWait (for ALTERs) is 5s.
+	cfg.LockWait, cfg.CutoverLockTimeout = 5*time.Second, time.Second
 	cfg.LockDeadline = 3 * time.Second
 	probeDone := make(chan time.Duration, 1)
 	cfg.OnPhase = func(name string) {

@@ -173,7 +173,7 @@ func (r *Runner) makePlan(ctx context.Context) error {
 	}
 	r.plan = plan.Decide(r.orig, r.alter, facts.Server, plan.Options{
 		Replicas: r.cfg.Replicas || facts.Replicas > 0, MaxInplace: r.cfg.MaxInplace, CPUs: facts.CPUs,
-		DDLMemory: facts.DDLMemory(), LockWait: r.cfg.LockWait, CopyThreads: r.cfg.CopyWorkers,
+		DDLMemory: facts.DDLMemory(), LockWait: r.cfg.LockWait, CutoverLock: r.cfg.CutoverLockTimeout, CopyThreads: r.cfg.CopyWorkers,
 	})
 	if u := plan.Unapproved(r.plan.Risks, r.cfg.Approve); len(u) > 0 {
 		var what []string

@@ -393,6 +393,9 @@ func (r *Runner) withTableLock(ctx context.Context, what, spec string, before fu
 	fn func(ctx context.Context, lock *sql.Conn) error) error {
 	g := r.lockGuard(r.orig.Name, r.names.Shadow)
 	g.Before, g.After = before, after
+	if r.cfg.CutoverLockTimeout > 0 {
+		g.Policy.Budget = r.cfg.CutoverLockTimeout
+	}
 	err := g.Run(ctx, what, func(ctx context.Context, lock *sql.Conn) (err error) {
 		r.res.LockAttempts++
 		if _, err := lock.ExecContext(ctx, "LOCK TABLES "+spec); err != nil {

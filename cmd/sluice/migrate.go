@@ -21,7 +21,7 @@ type migrateFlags struct {
 	passwordFile, defaultsFile, tlsMode     string
 	password                                string // refused: only here to say so
 	copyWorkers, applyWorkers, checkWorkers int
-	chunkTime, progress                     time.Duration
+	chunkTime, progress, cutoverLock        time.Duration
 	dropOld, quiet, keepIndexes, postpone   bool
 	ddlThreads                              int
 	ddlBuffer                               int64
@@ -57,6 +57,7 @@ func connectionFlags(c *cobra.Command, f *migrateFlags) {
 	fl.BoolVar(&f.replicas, "replicas", false, "replicas read this server's binlog (detected when connected; say so when they may be down): limits in-place builds to --max-inplace-seconds")
 	fl.DurationVar(&f.maxInplace, "max-inplace-seconds", 30*time.Second, "with replicas, the longest estimated in-place index build; longer ones take the copy path")
 	fl.DurationVar(&f.lockWait, "lock-wait", time.Second, "longest wait of each metadata-lock attempt (ALTER, LOCK TABLES at checksum and cut-over): no application query waits longer on sluice's request")
+	fl.DurationVar(&f.cutoverLock, "cutover-lock-timeout", 0, "longest wait of each table-lock attempt of the copy path (checksum snapshot, cut-over), if it should differ from --lock-wait")
 	fl.IntVar(&f.copyWorkers, "threads", 2, "rows ranges copied at once")
 }
 
@@ -144,8 +145,8 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 	r, err := migration.New(migration.Config{
 		Conn: conn, Database: database, Table: f.table, Alter: f.alter,
 		CopyWorkers: f.copyWorkers, ApplyWorkers: f.applyWorkers, ChecksumWorkers: f.checkWorkers, ChunkTime: f.chunkTime,
-		PostponeCutover: f.postpone,
-		KeepIndexes:     f.keepIndexes, DDLThreads: f.ddlThreads, DDLBufferSize: f.ddlBuffer,
+		PostponeCutover: f.postpone, CutoverLockTimeout: f.cutoverLock,
+		KeepIndexes: f.keepIndexes, DDLThreads: f.ddlThreads, DDLBufferSize: f.ddlBuffer,
 		DropOld: f.dropOld, ProgressInterval: f.progress, Logger: logger,
 		Method: f.method, Approve: f.approve, Replicas: f.replicas, MaxInplace: f.maxInplace, LockWait: f.lockWait,
 		LockDeadline: f.lockDeadline, MaxQueued: f.maxQueued, KillAfter: kill, KillMaxRows: f.killMaxRows,

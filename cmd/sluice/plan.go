@@ -65,7 +65,7 @@ func runPlan(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 	}
 	defer db.Close()
 	p, _, err := plan.Make(ctx, db, conn.Host, database, f.table, a, plan.Options{
-		Replicas: f.replicas, MaxInplace: f.maxInplace, LockWait: f.lockWait, CopyThreads: f.copyWorkers,
+		Replicas: f.replicas, MaxInplace: f.maxInplace, LockWait: f.lockWait, CutoverLock: f.cutoverLock, CopyThreads: f.copyWorkers,
 	})
 	if errors.Is(err, schema.ErrNotFound) {
 		return fmt.Errorf("table %s.%s does not exist; check --database and --table", database, f.table)

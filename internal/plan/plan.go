@@ -39,8 +39,8 @@ type Options struct {
 	// DDLMemory is the most memory an index build may use (0: 256 MiB).
 	DDLMemory int64
 	// LockWait bounds each wait for a metadata lock: INSTANT, in-place start
-	// and end, and the copy path's table locks.
-	LockWait time.Duration
+	// and end; CutoverLock the copy path's table locks (0: LockWait).
+	LockWait, CutoverLock time.Duration
 	// CopyThreads is the copy path's worker count.
 	CopyThreads int
 }
@@ -159,7 +159,11 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 		}
 		d := TuneDDL(o.CPUs, rows*sum, o.DDLMemory)
 		p.DDL = &d
-		p.Blocks = fmt.Sprintf("nothing during the copy; at the checksum snapshot and at the cut-over, writes to %s wait at most %s per attempt for sluice's table lock and about a second while it holds it", t.Name, lock)
+		cut := o.CutoverLock
+		if cut <= 0 {
+			cut = lock
+		}
+		p.Blocks = fmt.Sprintf("nothing during the copy; at the checksum snapshot and at the cut-over, writes to %s wait at most %s per attempt for sluice's table lock and about a second while it holds it", t.Name, cut)
 		threads := max(o.CopyThreads, 1)
 		secs := float64(rows)*(copyNsPerRow*2/float64(threads)+checkNsPerRow)/1e9 + BuildTime(rows, secondaryEntries(t), d).Seconds()
 		p.Estimate = Estimate{Seconds: secs, SpaceBytes: t.DataBytes*2 + t.IndexBytes, DDLMemory: d.Memory(),
@@ -168,7 +172,7 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 			{"transaction_isolation", "READ-COMMITTED"}, {"time_zone", "+00:00"}, {"sql_mode", "strict, no zero dates"},
 			{"binlog_format", "ROW (checked)"}, {"binlog_row_image", "FULL (checked)"},
 		}, d.Settings()...)
-		p.Settings = append(p.Settings, Setting{lockSetting.Name, lockSetting.Value + " (table locks)"})
+		p.Settings = append(p.Settings, Setting{"lock_wait_timeout", fmt.Sprint(int(math.Ceil(cut.Seconds()))) + " (table locks)"})
 	}
 	p.Risks = Risks(t, a)
 	return p
