@@ -1,37 +1,18 @@
 package migration_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/testdb"
 	"github.com/sluicedb/sluice/migration"
 )
-
-// syncBuffer is a log sink the runner's goroutines may write to at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestCutoverFourTerminals reproduces the metadata-lock seed on the copy
 // path: as the cut-over begins, a long SELECT ... SLEEP() holds the table
@@ -51,7 +32,7 @@ func TestCutoverFourTerminals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := tableT(t, 2000)
-			var log syncBuffer
+			var log testdb.SyncBuffer
 			cfg := config(t, db, "t", "ADD COLUMN x INT")
 			cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
 			cfg.LockWait, cfg.KillAfter = time.Second, tc.killAfter
@@ -121,7 +102,7 @@ func TestCutoverSparesBigWriter(t *testing.T) {
 	defer tx.Rollback()
 	var id int64
 	cfg := config(t, db, "t", "ADD COLUMN x INT")
-	var log syncBuffer
+	var log testdb.SyncBuffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
 	cfg.LockWait, cfg.LockDeadline, cfg.KillAfter, cfg.KillMaxRows = time.Second, 4*time.Second, time.Second, 1000
 	cfg.OnPhase = func(name string) {
@@ -284,7 +265,7 @@ func TestCopyLeavesLockedRangeToApply(t *testing.T) {
 	if _, err := app.Exec("UPDATE t SET v = -1 WHERE id = 12345"); err != nil {
 		t.Fatal(err)
 	}
-	var log syncBuffer
+	var log testdb.SyncBuffer
 	cfg := config(t, db, "t", "ADD COLUMN x INT")
 	cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
 	committed := make(chan struct{})

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -27,18 +26,9 @@ It can run from any host that reaches the database.`,
   sluice cutover --cancel --host db1 --user dba --database shop --table orders`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if c.Flags().Changed("password") {
-				return errors.New("passwords are not accepted on the command line (other users can read it in the process list): use MYSQL_PWD, --password-file or --defaults-file")
-			}
-			conn, database, err := connection(c, f)
+			conn, database, err := tableConnection(c, f)
 			if err != nil {
 				return err
-			}
-			switch {
-			case database == "":
-				return errors.New("no database given: pass --database")
-			case f.table == "":
-				return errors.New("no table given: pass --table")
 			}
 			if err := conn.Validate(); err != nil {
 				return err

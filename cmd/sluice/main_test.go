@@ -147,7 +147,7 @@ func TestInterruptMidCopy(t *testing.T) {
 	args := append(target(db, "big"), "--alter", "ADD COLUMN x INT", "--method", "copy", "--chunk-time", "1ms", "--threads", "1", "--progress-interval", "100ms")
 	args = slices.DeleteFunc(args, func(s string) bool { return s == "--quiet" })
 	cmd := exec.Command(binary, args...)
-	var errBuf syncBuffer
+	var errBuf testdb.SyncBuffer
 	cmd.Stderr = &errBuf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -262,7 +262,7 @@ func TestCutoverCommand(t *testing.T) {
 	args := append(target(db, "p"), "--alter", "ADD COLUMN x INT", "--method", "copy", "--postpone-cutover")
 	args = slices.DeleteFunc(args, func(s string) bool { return s == "--quiet" })
 	cmd := exec.Command(binary, args...)
-	var outBuf, errBuf syncBuffer
+	var outBuf, errBuf testdb.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &outBuf, &errBuf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -124,7 +124,7 @@ or the [client] section of --defaults-file; never from the command line.`,
 
 func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 	if c.Flags().Changed("password") {
-		return errors.New("passwords are not accepted on the command line (other users can read it in the process list): use MYSQL_PWD, --password-file or --defaults-file")
+		return errPasswordFlag
 	}
 	if f.dryRun {
 		return runPlan(ctx, c, f)
@@ -178,6 +178,27 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		fmt.Fprintf(out, "sluice: the original table is kept as %s.%s; drop it when you no longer need it\n", database, res.OldTable)
 	}
 	return nil
+}
+
+// errPasswordFlag refuses --password.
+var errPasswordFlag = errors.New("passwords are not accepted on the command line (other users can read it in the process list): use MYSQL_PWD, --password-file or --defaults-file")
+
+// tableConnection is connection for the commands that name a table: it
+// refuses --password and requires --database and --table.
+func tableConnection(c *cobra.Command, f migrateFlags) (dbconn.Config, string, error) {
+	if c.Flags().Changed("password") {
+		return dbconn.Config{}, "", errPasswordFlag
+	}
+	conn, database, err := connection(c, f)
+	switch {
+	case err != nil:
+		return conn, "", err
+	case database == "":
+		return conn, "", errors.New("no database given: pass --database")
+	case f.table == "":
+		return conn, "", errors.New("no table given: pass --table")
+	}
+	return conn, database, nil
 }
 
 // connection resolves where to connect and as whom, with the password from a

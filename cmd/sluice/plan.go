@@ -37,20 +37,14 @@ of the rows concerned. It only reads.`,
 
 func runPlan(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 	if c.Flags().Changed("password") {
-		return errors.New("passwords are not accepted on the command line (other users can read it in the process list): use MYSQL_PWD, --password-file or --defaults-file")
+		return errPasswordFlag
 	}
 	if f.format != "text" && f.format != "json" {
 		return fmt.Errorf("--format %q: use text or json", f.format)
 	}
-	conn, database, err := connection(c, f)
+	conn, database, err := tableConnection(c, f)
 	if err != nil {
 		return err
-	}
-	switch {
-	case database == "":
-		return errors.New("no database given: pass --database")
-	case f.table == "":
-		return errors.New("no table given: pass --table")
 	}
 	a, err := ddl.Parse(f.alter)
 	if err != nil {

@@ -1,7 +1,6 @@
 package mdl
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,21 +15,9 @@ import (
 	"github.com/sluicedb/sluice/internal/testdb"
 )
 
-func guard(db *testdb.DB, p Policy, log *bytes.Buffer) *Guard {
-	var mu sync.Mutex
+func guard(db *testdb.DB, p Policy, log *testdb.SyncBuffer) *Guard {
 	return &Guard{DB: db.DB, Database: db.Name, Tables: []string{"t"}, Policy: p,
-		Log: slog.New(slog.NewTextHandler(&lockedWriter{w: log, mu: &mu}, nil))}
-}
-
-type lockedWriter struct {
-	w  *bytes.Buffer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+		Log: slog.New(slog.NewTextHandler(log, nil))}
 }
 
 func instant(ctx context.Context, conn *sql.Conn) error {
@@ -48,7 +34,7 @@ func TestGuardNeverPolicy(t *testing.T) {
 	id, _ := db.Blocker(t, "SELECT t.*, SLEEP(60) FROM t")
 	stop := db.Readers(t, "t", 8)
 	time.Sleep(200 * time.Millisecond)
-	var log bytes.Buffer
+	var log testdb.SyncBuffer
 	g := guard(db, Policy{Budget: time.Second, Deadline: 4 * time.Second}, &log)
 	err := g.Run(context.Background(), "ALTER ... ALGORITHM=INSTANT", instant)
 	worst, failed := stop()
@@ -85,7 +71,7 @@ func TestGuardMaxQueued(t *testing.T) {
 	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (1, 1)")
 	db.Blocker(t, "SELECT t.*, SLEEP(60) FROM t")
 	stop := db.Readers(t, "t", 8)
-	var log bytes.Buffer
+	var log testdb.SyncBuffer
 	g := guard(db, Policy{Budget: 5 * time.Second, Deadline: 2 * time.Second, MaxQueued: 1}, &log)
 	err := g.Run(context.Background(), "instant", instant)
 	worst, failed := stop()
@@ -104,7 +90,7 @@ func TestGuardKillAfter(t *testing.T) {
 	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (1, 1)")
 	id, done := db.Blocker(t, "SELECT t.*, SLEEP(60) FROM t")
 	stop := db.Readers(t, "t", 8)
-	var log bytes.Buffer
+	var log testdb.SyncBuffer
 	g := guard(db, Policy{Budget: time.Second, Deadline: 20 * time.Second, KillAfter: 2 * time.Second, KillMaxRows: 1000}, &log)
 	start := time.Now()
 	err := g.Run(context.Background(), "instant", instant)
@@ -145,7 +131,7 @@ func TestGuardSparesBigWriter(t *testing.T) {
 	if _, err := tx.Exec("UPDATE t SET v = v + 1"); err != nil {
 		t.Fatal(err)
 	}
-	var log bytes.Buffer
+	var log testdb.SyncBuffer
 	g := guard(db, Policy{Budget: time.Second, Deadline: 3 * time.Second, KillAfter: time.Second, KillMaxRows: 1000}, &log)
 	err = g.Run(context.Background(), "instant", instant)
 	if !errors.Is(err, ErrDeadline) {
@@ -173,7 +159,7 @@ func TestGuardWaitsOutLongBlocker(t *testing.T) {
 	_, done := db.Blocker(t, "SELECT t.*, SLEEP(4) FROM t")
 	time.Sleep(1500 * time.Millisecond)
 	stop := db.Readers(t, "t", 8)
-	var log bytes.Buffer
+	var log testdb.SyncBuffer
 	g := guard(db, Policy{Budget: time.Second, Deadline: 20 * time.Second}, &log)
 	start := time.Now()
 	err := g.Run(context.Background(), "instant", instant)
