@@ -156,8 +156,8 @@ func TestGuardSparesBigWriter(t *testing.T) {
 func TestGuardWaitsOutLongBlocker(t *testing.T) {
 	db := testdb.New(t)
 	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (1, 1)")
-	_, done := db.Blocker(t, "SELECT t.*, SLEEP(4) FROM t")
-	time.Sleep(1500 * time.Millisecond)
+	_, done := db.Blocker(t, "SELECT t.*, SLEEP(5) FROM t")
+	time.Sleep(2500 * time.Millisecond) // its time shows at least 2s: held for 1s at least
 	stop := db.Readers(t, "t", 8)
 	var log testdb.SyncBuffer
 	g := guard(db, Policy{Budget: time.Second, Deadline: 20 * time.Second}, &log)
