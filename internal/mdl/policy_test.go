@@ -129,6 +129,7 @@ func TestWaitOut(t *testing.T) {
 		{"an old idle transaction is waited out", never, idleTrx, 0, true},
 		{"a young one gets a request: it may end within the budget", never, young, 0, false},
 		{"1s of statement time may be milliseconds: a request", never, Session{Command: "Query", Time: time.Second, TrxAge: 50 * time.Millisecond, Held: held}, 0, false},
+		{"1.2s of transaction age may be 0.2s: a request", never, Session{Command: "Query", TrxAge: 1200 * time.Millisecond, Held: held}, 0, false},
 		{"idle time alone is not a hold", never, idleNoTrx, 0, false},
 		{"a queued session does not block", never, queued, 0, false},
 		{"not yet killable: waited out", kill, longQuery, time.Second, true},

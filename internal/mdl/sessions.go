@@ -48,15 +48,15 @@ func (s Session) Blocking() bool { return len(s.Held) > 0 }
 func (s Session) Queued() bool { return len(s.Pending) > 0 && len(s.Held) == 0 }
 
 // HeldFor is how long the session has been in the way at least: its running
-// statement's time, or its open transaction's age, whichever is longer. The
-// statement's time comes in whole seconds counted from a whole second, so a
-// statement a few milliseconds old may show 1s: one second is taken off.
+// statement's time, or its open transaction's age, whichever is longer. Both
+// are counted from a whole second (PROCESSLIST_TIME, trx_started), so a
+// session a few milliseconds old may show 1s: one second is taken off.
 func (s Session) HeldFor() time.Duration {
 	d := s.TrxAge
 	if s.Command == "Query" {
-		d = max(d, s.Time-time.Second)
+		d = max(d, s.Time)
 	}
-	return d
+	return max(d-time.Second, 0)
 }
 
 // Wrote reports whether the session's open transaction modified rows.
