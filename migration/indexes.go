@@ -47,6 +47,12 @@ func (r *Runner) buildIndexes(ctx context.Context) error {
 	if len(r.deferred) == 0 {
 		return nil
 	}
+	// The apply waits during the build: changes applied meanwhile go to the
+	// build's online log and slow it more than applying them afterwards.
+	if !r.copyHeld {
+		r.sched.Hold(true)
+		r.copyHeld = true
+	}
 	var plain, unique []string
 	for _, k := range r.deferred {
 		if k.Unique {
@@ -98,9 +104,13 @@ func (r *Runner) buildIndexes(ctx context.Context) error {
 // original and returns with the apply held: the shadow then equals the
 // original as of that lock, and stays so until the apply is released.
 func (r *Runner) settleShadow(ctx context.Context) error {
-	r.sched.Hold(false)
+	r.releaseCopyHold()
 	if err := r.waitBacklog(ctx, 1000); err != nil {
 		return err
 	}
-	return r.drainUnderReadLock(ctx, "unique-index settle", true, nil)
+	if err := r.drainUnderReadLock(ctx, "unique-index settle", true, nil); err != nil {
+		return err
+	}
+	r.copyHeld = true // until the catch-up, after the unique build
+	return nil
 }

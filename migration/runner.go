@@ -52,7 +52,9 @@ type Runner struct {
 
 	deferred                       []schema.KeyDef // secondary indexes built after the copy
 	shadowCreated, postponeCreated bool
-	swapped                        atomic.Bool
+	// copyHeld: the apply is held (Scheduler.Hold) until the catch-up.
+	copyHeld bool
+	swapped  atomic.Bool
 	// renaming is set just before the RENAME is sent: from then on the binlog
 	// reader may see sluice's own RENAME, which is no reason to stop.
 	renaming atomic.Bool
@@ -212,7 +214,16 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 	if err != nil {
 		return err
 	}
-	r.sched.Hold(true) // keys wait until their rows are copied
+	if _, ok := r.key.Integer(); ok && !r.cfg.KeepIndexes {
+		// Changes are applied while the copy runs, each once its row is
+		// copied. (With a unique index kept on the shadow during the copy, a
+		// collision between rows copied at different times could not be
+		// told from a real one, so the apply waits for the copy instead.)
+		r.sched.TrackCopy()
+	} else {
+		r.sched.Hold(true) // keys wait until the copy is done
+		r.copyHeld = true
+	}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -255,11 +266,19 @@ func (r *Runner) copyRows(ctx context.Context) error {
 		// rest of its range could make an application transaction a
 		// deadlock victim.
 		Defer: r.sched.Add,
+		Spans: r.sched,
 	})
 	if err != nil {
 		return err
 	}
 	err = r.copier.Run(ctx)
+	if err == nil {
+		r.res.KeysAppliedInCopy = r.applier.Applied()
+		r.sched.CopyDone()
+		if !r.copyHeld {
+			r.log.Info("changes during the copy", "applied", r.res.KeysAppliedInCopy, "skipped_as_copied_later", r.sched.Skipped())
+		}
+	}
 	r.res.RowsCopied = r.copier.Rows()
 	if n := r.copier.Deferred(); n > 0 && err == nil {
 		r.log.Info("ranges that kept meeting the application's row locks are left to the apply, row by row", "rows", n)
@@ -273,8 +292,16 @@ func (r *Runner) copyRows(ctx context.Context) error {
 // catchUp releases the changes held during the copy and waits until the
 // backlog is small.
 func (r *Runner) catchUp(ctx context.Context) error {
-	r.sched.Hold(false)
+	r.releaseCopyHold()
 	return r.waitBacklog(ctx, 1000)
+}
+
+// releaseCopyHold lifts the hold placed on the apply for the copy, if any.
+func (r *Runner) releaseCopyHold() {
+	if r.copyHeld {
+		r.copyHeld = false
+		r.sched.Hold(false)
+	}
 }
 
 // waitBacklog waits until the binlog is read up to the current end and at
@@ -507,6 +534,7 @@ func (r *Runner) cutover(ctx context.Context) error {
 	r.log.Info("tables swapped", "lock_held", r.res.CutoverLock.Round(time.Millisecond), "old_table", r.names.Old)
 	r.res.OldTable = r.names.Old
 	r.res.KeysApplied = r.applier.Applied()
+	r.res.KeysSkipped = r.sched.Skipped()
 	if r.cfg.DropOld {
 		// The swap is done: finish even if the run is being cancelled. A query
 		// that began before the swap still holds the old table; the guard

@@ -87,6 +87,9 @@ func (a *Applier) Run(ctx context.Context) error {
 	return err
 }
 
+// linger is how long a worker waits after a small batch.
+const linger = 20 * time.Millisecond
+
 func (a *Applier) worker(ctx context.Context, conflict chan<- []rowkey.Key) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -107,6 +110,17 @@ func (a *Applier) worker(ctx context.Context, conflict chan<- []rowkey.Key) erro
 		case err == nil:
 			if len(locked) == 0 {
 				a.sched.Done(batch)
+				if len(batch) < a.cfg.BatchSize/4 {
+					// Changes trickle in: let them gather into fewer, larger
+					// batches (each costs a transaction) rather than chase
+					// every key. A wait ends early when the scheduler is
+					// held and released (a cut-over or a drain).
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-time.After(linger):
+					}
+				}
 				continue
 			}
 			a.sched.Done(without(batch, locked))

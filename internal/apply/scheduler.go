@@ -34,6 +34,10 @@ type Scheduler struct {
 	// changed is closed (and replaced) when workers may find new work.
 	changed chan struct{}
 	added   int64
+	skipped int64
+	// copy, while set, follows the copy (TrackCopy): keys are applied as
+	// soon as their rows are copied instead of after the whole copy.
+	copy *frontier
 }
 
 // NewScheduler returns an empty scheduler.
@@ -64,18 +68,115 @@ func (s *Scheduler) Changed() <-chan struct{} {
 func (s *Scheduler) Add(keys ...rowkey.Key) {
 	s.mu.Lock()
 	for _, k := range keys {
-		e := k.Encode()
 		s.added++
-		if s.inflight[e] {
-			s.again[e] = k
-			continue
+		if s.copy != nil {
+			o, ok := ordinal(k)
+			switch {
+			case !ok:
+				s.copy.unknown = append(s.copy.unknown, k)
+				continue
+			case s.copy.place(o) == placeWaiting:
+				s.copy.waiting.push(o, k)
+				continue
+			case s.copy.place(o) == placeParked:
+				s.copy.parked.push(o, k)
+				continue
+			}
 		}
-		s.ready[e] = k
+		s.readyLocked(k)
 	}
 	if s.held == 0 && s.paused == 0 && len(s.ready) > 0 {
 		s.broadcastLocked()
 	}
 	s.mu.Unlock()
+}
+
+// readyLocked makes k ready, or marks it again if its batch is in flight.
+// s.mu must be held.
+func (s *Scheduler) readyLocked(k rowkey.Key) {
+	e := k.Encode()
+	if s.inflight[e] {
+		s.again[e] = k
+		return
+	}
+	s.ready[e] = k
+}
+
+// TrackCopy makes the scheduler follow a copy over a single integer key
+// (SpanCut, SpanCopied, CopyDone): a changed key is applied as soon as every
+// range up to it is copied, waits while its range is still to be copied, and
+// is not applied at all if its range was not cut yet, since the copy reads
+// that row later. Without TrackCopy, hold the scheduler during the copy.
+func (s *Scheduler) TrackCopy() {
+	s.mu.Lock()
+	s.copy = newFrontier()
+	s.mu.Unlock()
+}
+
+// SpanCut records that copy range seq (numbered from 0 in key order), with
+// upper bound hi (nil: the last, open range), is about to be copied. It must
+// be called in order and before the range's copy starts.
+func (s *Scheduler) SpanCut(seq int, hi rowkey.Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.copy == nil {
+		return
+	}
+	if hi == nil {
+		s.copy.cutRange(seq, 0, true)
+		return
+	}
+	o, ok := ordinal(hi)
+	if !ok {
+		// Not an integer key after all: treat the range as open, so that
+		// every later key waits for the copy rather than being skipped.
+		s.copy.cutRange(seq, 0, true)
+		return
+	}
+	s.copy.cutRange(seq, o, false)
+}
+
+// SpanCopied records that copy range seq is done; unlocked means its rows were
+// read without locks (only their keys, handed to Add).
+func (s *Scheduler) SpanCopied(seq int, unlocked bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.copy == nil || !s.copy.copied(seq, unlocked) {
+		return
+	}
+	s.releaseLocked()
+}
+
+// CopyDone ends TrackCopy: every waiting key becomes ready.
+func (s *Scheduler) CopyDone() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.copy == nil {
+		return
+	}
+	s.copy.finish()
+	s.releaseLocked()
+	s.skipped += s.copy.skipped
+	s.copy = nil
+}
+
+func (s *Scheduler) releaseLocked() {
+	n := len(s.ready)
+	s.copy.release(s.readyLocked)
+	if len(s.ready) > n && s.held == 0 && s.paused == 0 {
+		s.broadcastLocked()
+	}
+}
+
+// Skipped returns how many changed keys were not applied because the copy
+// read their rows after the change.
+func (s *Scheduler) Skipped() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.copy != nil {
+		return s.skipped + s.copy.skipped
+	}
+	return s.skipped
 }
 
 // Next takes up to max keys that are not in flight and marks them in flight.
@@ -189,11 +290,16 @@ func (s *Scheduler) Hold(held bool) {
 	s.mu.Unlock()
 }
 
-// Backlog returns how many keys are waiting or in flight.
+// Backlog returns how many keys are waiting or in flight, including those
+// waiting for their range to be copied.
 func (s *Scheduler) Backlog() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.ready) + len(s.inflight)
+	n := len(s.ready) + len(s.inflight)
+	if s.copy != nil {
+		n += s.copy.waiting.len() + len(s.copy.unknown)
+	}
+	return n
 }
 
 // InFlight returns how many keys are being applied now.

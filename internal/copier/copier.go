@@ -46,6 +46,22 @@ type Config struct {
 	// deadlock with the application). The caller applies them as changed
 	// keys after the copy, one row's current state at a time.
 	Defer func(keys ...rowkey.Key)
+	// Spans, if set, follows the ranges: SpanCut before a range's copy
+	// starts (ranges are numbered from 0 in key order), SpanCopied after it
+	// is done (unlocked: its keys went to Defer instead).
+	Spans Spans
+}
+
+// Spans follows the copy's ranges.
+type Spans interface {
+	SpanCut(seq int, hi rowkey.Key)
+	SpanCopied(seq int, unlocked bool)
+}
+
+// span is a range with its number.
+type span struct {
+	ranges.Span
+	seq int
 }
 
 // Copier copies once; Run may be called once.
@@ -95,23 +111,45 @@ func (c *Copier) ChunkSize() int { return c.sizer.Size() }
 // error (ErrDuplicate for a unique-key collision).
 func (c *Copier) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	spans := make(chan ranges.Span, c.cfg.Workers*2)
+	cut := make(chan ranges.Span)
+	spans := make(chan span, c.cfg.Workers)
 	c.cutter = &ranges.Cutter{
 		DB: c.cfg.DB, Table: c.cfg.Mapping.Source.Quoted(), Key: c.cfg.Key,
 		Size: c.sizer.Size, EstimatedRows: c.cfg.Mapping.Source.EstimatedRows,
 	}
 	g.Go(func() error {
-		defer close(spans)
-		if err := c.cutter.Run(gctx, spans); err != nil {
+		defer close(cut)
+		if err := c.cutter.Run(gctx, cut); err != nil {
 			return fmt.Errorf("copy: %w", err)
+		}
+		return nil
+	})
+	// Number the ranges and announce each before any worker can start it.
+	g.Go(func() error {
+		defer close(spans)
+		seq := 0
+		for sp := range cut {
+			if c.cfg.Spans != nil {
+				c.cfg.Spans.SpanCut(seq, sp.Hi)
+			}
+			select {
+			case spans <- span{Span: sp, seq: seq}:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			seq++
 		}
 		return nil
 	})
 	for w := 0; w < c.cfg.Workers; w++ {
 		g.Go(func() error {
 			for sp := range spans {
-				if err := c.copySpan(gctx, sp); err != nil {
+				unlocked, err := c.copySpan(gctx, sp.Span)
+				if err != nil {
 					return err
+				}
+				if c.cfg.Spans != nil {
+					c.cfg.Spans.SpanCopied(sp.seq, unlocked)
 				}
 			}
 			return nil
@@ -120,10 +158,12 @@ func (c *Copier) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
+// copySpan copies one range; unlocked reports that its keys went to
+// Config.Defer instead.
+func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) (unlocked bool, err error) {
 	if c.cfg.Throttle != nil {
 		if err := c.cfg.Throttle(ctx); err != nil {
-			return err
+			return false, err
 		}
 	}
 	where, args := sp.Where(c.cfg.Key)
@@ -135,13 +175,12 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 	// retried after a pause (application locks last milliseconds); only
 	// after many tries does the copy wait for the lock.
 	base := c.cfg.Mapping.CopySQL() + where
-	var err error
 	nowaits := 0
 	for attempt := 0; attempt < 20; {
 		lock := " FOR SHARE NOWAIT"
 		if nowaits >= maxNowait {
 			if c.cfg.Defer != nil {
-				return c.deferSpan(ctx, where, args)
+				return true, c.deferSpan(ctx, where, args)
 			}
 			lock = " FOR SHARE"
 		}
@@ -156,12 +195,12 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 				c.sizer.Observe(int(n), time.Since(start))
 			}
 			c.cutter.Observe(sp.Width, n)
-			return nil
+			return false, nil
 		}
 		var pause time.Duration
 		switch n := dbconn.ErrorNumber(err); {
 		case n == dbconn.ErrDupEntry:
-			return fmt.Errorf("%w: %v", ErrDuplicate, err)
+			return false, fmt.Errorf("%w: %v", ErrDuplicate, err)
 		case n == dbconn.ErrLockNowait:
 			nowaits++
 			c.lockRetries.Add(1)
@@ -170,15 +209,15 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 			attempt++
 			pause = time.Duration(attempt) * 20 * time.Millisecond
 		default:
-			return fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err)
+			return false, fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-time.After(pause):
 		}
 	}
-	return fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err)
+	return false, fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err)
 }
 
 // deferSpan hands the keys of a range to Config.Defer instead of copying it.
