@@ -177,7 +177,9 @@ type Result struct {
 	// ChecksumSkipped names new-table columns whose type change makes a
 	// byte comparison meaningless; they were not compared.
 	ChecksumSkipped []string
-	OldTable        string // the original table's name after the swap ("" if dropped)
+	// ChecksumWithIndex: the checksum ran beside the secondary-index build.
+	ChecksumWithIndex bool
+	OldTable          string // the original table's name after the swap ("" if dropped)
 	// Path is the path taken: instant, in-place or copy.
 	Path string
 	// DDL are the index-build settings used (nil when nothing was built);

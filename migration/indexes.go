@@ -2,8 +2,14 @@ package migration
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/schema"
@@ -38,20 +44,19 @@ func (r *Runner) deferIndexes(ctx context.Context) error {
 // buildIndexes adds the deferred indexes with InnoDB's parallel index build
 // tuned for it (innodb_ddl_threads, innodb_ddl_buffer_size,
 // innodb_parallel_read_threads, MySQL 8.0.27+): first the plain ones, in one
-// online ALTER, then the unique ones. Before the unique build, every change is
-// applied under a brief read lock on the original and the apply is held, so the
-// shadow equals the original at one instant: a duplicate the build meets is
-// one the original really holds, and it stops the migration. No row is ever
-// dropped to make a key unique.
+// online ALTER, then the unique ones. The apply is held during the builds.
+//
+// The plain build runs beside the checksum (buildWithChecksum): both read the
+// whole table, neither needs the other, and on a machine with cores to spare
+// the checksum then costs little time.
+//
+// Before the unique build, every change is applied under a brief read lock on
+// the original and the apply is held, so the shadow equals the original at one
+// instant: a duplicate the build meets is one the original really holds, and
+// it stops the migration. No row is ever dropped to make a key unique.
 func (r *Runner) buildIndexes(ctx context.Context) error {
 	if len(r.deferred) == 0 {
 		return nil
-	}
-	// The apply waits during the build: changes applied meanwhile go to the
-	// build's online log and slow it more than applying them afterwards.
-	if !r.copyHeld {
-		r.sched.Hold(true)
-		r.copyHeld = true
 	}
 	var plain, unique []string
 	for _, k := range r.deferred {
@@ -65,7 +70,11 @@ func (r *Runner) buildIndexes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() {
+		// Its session settings are the build's: keep it out of the pool.
+		conn.Raw(func(any) error { return driver.ErrBadConn })
+		conn.Close()
+	}()
 	for _, set := range []string{
 		fmt.Sprintf("SET SESSION innodb_ddl_buffer_size = %d", r.ddl.BufferBytes),
 		fmt.Sprintf("SET SESSION innodb_ddl_threads = %d", r.ddl.Threads),
@@ -81,9 +90,14 @@ func (r *Runner) buildIndexes(ctx context.Context) error {
 	defer func() { r.res.DDLPeakBytes = peak() }()
 	shadow := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
 	if len(plain) > 0 {
-		if _, err := conn.ExecContext(ctx, "ALTER TABLE "+shadow+" "+strings.Join(plain, ", ")+", ALGORITHM=INPLACE, LOCK=NONE"); err != nil {
-			return fmt.Errorf("build the secondary indexes: %w", err)
+		stmt := "ALTER TABLE " + shadow + " " + strings.Join(plain, ", ") + ", ALGORITHM=INPLACE, LOCK=NONE"
+		if err := r.buildWithChecksum(ctx, conn, stmt); err != nil {
+			return err
 		}
+	} else {
+		// The apply waits during the build: changes applied meanwhile go to
+		// the build's online log and slow it more than applying them after.
+		r.holdApply()
 	}
 	if len(unique) == 0 {
 		return nil
@@ -98,6 +112,136 @@ func (r *Runner) buildIndexes(ctx context.Context) error {
 		return fmt.Errorf("build the unique indexes: %w", err)
 	}
 	return nil
+}
+
+// holdApply holds the apply until the catch-up.
+func (r *Runner) holdApply() {
+	if !r.copyHeld {
+		r.sched.Hold(true)
+		r.copyHeld = true
+	}
+}
+
+// buildWithChecksum runs the plain index build stmt on conn while the
+// checksum compares the tables. The checksum's snapshots are opened first
+// (under the usual brief read lock); then the build starts, and once it is
+// past its exclusive start the checksum connections open the shadow table. The
+// build's exclusive end then waits for the checksum, whose transactions it
+// does not disturb: the build adds a secondary index and the checksum reads
+// the primary key only. If the checksum connections cannot open the shadow
+// at once (the build was already ending), they let go, and the checksum runs
+// after the build as its own phase.
+func (r *Runner) buildWithChecksum(ctx context.Context, conn *sql.Conn, stmt string) error {
+	r.releaseCopyHold()
+	if err := r.waitBacklog(ctx, 1000); err != nil {
+		return err
+	}
+	snap, err := r.openSnapshots(ctx)
+	if err != nil {
+		return err
+	}
+	defer snap.close()
+	r.holdApply()
+
+	var id int64
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		return err
+	}
+	// The build's end waits for the checksum, however long it takes; only
+	// sluice uses the shadow table.
+	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 31536000"); err != nil {
+		return err
+	}
+	built := make(chan error, 1)
+	go func() {
+		_, err := conn.ExecContext(ctx, stmt)
+		built <- err
+	}()
+	buildErr := func(err error) error {
+		if err != nil {
+			return fmt.Errorf("build the secondary indexes: %w", err)
+		}
+		return nil
+	}
+	stop := func() {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		r.db.ExecContext(kctx, fmt.Sprintf("KILL QUERY %d", id))
+		<-built
+	}
+	finished, err := r.waitBuildRunning(ctx, id, built)
+	if err != nil {
+		stop()
+		return err
+	}
+	if finished != nil {
+		// Done before it was seen running (a small table): checksum after.
+		return buildErr(*finished)
+	}
+	if err := r.openShadow(ctx, snap.conns); err != nil {
+		r.log.Info("the checksum waits for the index build", "reason", err)
+		snap.close()
+		return buildErr(<-built)
+	}
+	r.res.ChecksumWithIndex = true
+	if err := r.compare(ctx, snap.conns); err != nil {
+		snap.close()
+		stop()
+		return err
+	}
+	snap.close() // ends the snapshots: the build may finish
+	if err := buildErr(<-built); err != nil {
+		return err
+	}
+	r.checksummed = true
+	return nil
+}
+
+// waitBuildRunning waits until the ALTER on connection id is past its
+// exclusive start (its stage is one of InnoDB's "alter table (...)"), or has
+// finished (then its result is returned).
+func (r *Runner) waitBuildRunning(ctx context.Context, id int64, built <-chan error) (*error, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-built:
+			return &err, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+		var state sql.NullString
+		err := r.db.QueryRowContext(ctx, "SELECT PROCESSLIST_STATE FROM performance_schema.threads WHERE PROCESSLIST_ID = ?", id).Scan(&state)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			break // no performance_schema: go on; openShadow copes
+		}
+		if strings.HasPrefix(state.String, "alter table (") {
+			return nil, nil
+		}
+	}
+	return nil, nil
+}
+
+// openShadow takes the checksum connections' shared metadata lock on the
+// shadow table, each within a second: one that waits longer is queued behind
+// the build's exclusive end while the others hold theirs, and would never
+// get it.
+func (r *Runner) openShadow(ctx context.Context, conns []*sql.Conn) error {
+	shadow := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
+	g, gctx := errgroup.WithContext(ctx)
+	for _, c := range conns {
+		g.Go(func() error {
+			if _, err := c.ExecContext(gctx, "SET SESSION lock_wait_timeout = 1"); err != nil {
+				return err
+			}
+			var n int
+			if err := c.QueryRowContext(gctx, "SELECT COUNT(*) FROM "+shadow+" WHERE 1 = 0").Scan(&n); err != nil {
+				return err
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // settleShadow applies every pending change under a brief read lock on the

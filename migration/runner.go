@@ -54,7 +54,9 @@ type Runner struct {
 	shadowCreated, postponeCreated bool
 	// copyHeld: the apply is held (Scheduler.Hold) until the catch-up.
 	copyHeld bool
-	swapped  atomic.Bool
+	// checksummed: the checksum ran beside the index build.
+	checksummed bool
+	swapped     atomic.Bool
 	// renaming is set just before the RENAME is sent: from then on the binlog
 	// reader may see sluice's own RENAME, which is no reason to stop.
 	renaming atomic.Bool
@@ -448,33 +450,60 @@ func (r *Runner) withTableLock(ctx context.Context, what, spec string, before fu
 // checksum drains every change under a brief read lock on the original,
 // opens consistent snapshots on several connections at that instant, releases
 // the lock, and compares the tables in those snapshots while the application
-// and the apply workers go on.
+// and the apply workers go on. It has nothing left to do when the comparison
+// ran beside the index build.
 func (r *Runner) checksum(ctx context.Context) error {
-	n := r.cfg.ChecksumWorkers + 1 // one connection cuts ranges, the others compare
-	conns := make([]*sql.Conn, 0, n)
-	defer func() {
-		for _, c := range conns {
-			c.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
-			// Back to the pool's isolation level, or discard the connection.
-			if _, err := c.ExecContext(context.WithoutCancel(ctx), "SET SESSION transaction_isolation = 'READ-COMMITTED'"); err != nil {
-				c.Raw(func(any) error { return driver.ErrBadConn })
-			}
-			c.Close()
-		}
-	}()
+	if r.checksummed {
+		return nil
+	}
+	snap, err := r.openSnapshots(ctx)
+	if err != nil {
+		return err
+	}
+	defer snap.close()
+	return r.compare(ctx, snap.conns)
+}
+
+// snapshots are connections inside consistent snapshots of one instant.
+type snapshots struct {
+	conns []*sql.Conn
+	done  bool
+}
+
+// close ends the snapshots and discards the connections (their session
+// settings differ from the pool's).
+func (s *snapshots) close() {
+	if s.done {
+		return
+	}
+	s.done = true
+	for _, c := range s.conns {
+		c.Raw(func(any) error { return driver.ErrBadConn })
+		c.Close()
+	}
+}
+
+// openSnapshots opens ChecksumWorkers+1 connections (one cuts ranges, the
+// others compare) and, under a brief read lock on the original after every
+// change is drained, a consistent snapshot on each.
+func (r *Runner) openSnapshots(ctx context.Context) (*snapshots, error) {
+	n := r.cfg.ChecksumWorkers + 1
+	snap := &snapshots{}
 	for i := 0; i < n; i++ {
 		c, err := r.db.Conn(ctx)
 		if err != nil {
-			return fmt.Errorf("checksum: %w", err)
+			snap.close()
+			return nil, fmt.Errorf("checksum: %w", err)
 		}
-		conns = append(conns, c)
+		snap.conns = append(snap.conns, c)
 		// A consistent snapshot needs REPEATABLE READ.
 		if _, err := c.ExecContext(ctx, "SET SESSION transaction_isolation = 'REPEATABLE-READ'"); err != nil {
-			return fmt.Errorf("checksum: %w", err)
+			snap.close()
+			return nil, fmt.Errorf("checksum: %w", err)
 		}
 	}
 	err := r.drainUnderReadLock(ctx, "checksum snapshot", false, func(ctx context.Context) error {
-		for _, c := range conns {
+		for _, c := range snap.conns {
 			if _, err := c.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
 				return fmt.Errorf("checksum: open snapshot: %w", err)
 			}
@@ -482,8 +511,14 @@ func (r *Runner) checksum(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		snap.close()
+		return nil, err
 	}
+	return snap, nil
+}
+
+// compare checksums both tables on snapshot connections.
+func (r *Runner) compare(ctx context.Context, conns []*sql.Conn) error {
 	res, err := checksum.Compare(ctx, conns, checksum.Config{Mapping: r.mapping, Key: r.key})
 	r.res.ChecksumRows, r.res.ChecksumChunks, r.res.ChecksumSkipped = res.Rows, res.Chunks, res.Skipped
 	if err != nil {
