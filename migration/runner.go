@@ -192,7 +192,7 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 }
 
 // startCapture reads the binlog position, then starts reading changes from it
-// and applying them (held until the copy is done), and watches both for
+// and applying them (each once its row is copied), and watches both for
 // errors, which cancel the run.
 func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFunc) error {
 	pos, err := binlog.CurrentPosition(ctx, r.db)
@@ -202,6 +202,18 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 	tlsConf, err := r.cfg.Conn.TLS()
 	if err != nil {
 		return err
+	}
+	// Before the first change arrives: no key may reach the shadow before
+	// the copy has copied its row.
+	if _, ok := r.key.Integer(); ok && !r.cfg.KeepIndexes {
+		// Changes are applied while the copy runs, each once its row is
+		// copied. (With a unique index kept on the shadow during the copy, a
+		// collision between rows copied at different times could not be
+		// told from a real one, so the apply waits for the copy instead.)
+		r.sched.TrackCopy()
+	} else {
+		r.sched.Hold(true) // keys wait until the copy is done
+		r.copyHeld = true
 	}
 	r.streamer, err = binlog.Start(ctx, binlog.Config{
 		Conn: r.cfg.Conn, TLS: tlsConf, Database: r.cfg.Database, Table: r.cfg.Table,
@@ -215,16 +227,6 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 		Settle: r.settleConflict}, r.sched)
 	if err != nil {
 		return err
-	}
-	if _, ok := r.key.Integer(); ok && !r.cfg.KeepIndexes {
-		// Changes are applied while the copy runs, each once its row is
-		// copied. (With a unique index kept on the shadow during the copy, a
-		// collision between rows copied at different times could not be
-		// told from a real one, so the apply waits for the copy instead.)
-		r.sched.TrackCopy()
-	} else {
-		r.sched.Hold(true) // keys wait until the copy is done
-		r.copyHeld = true
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)

@@ -109,8 +109,18 @@ func (s *Scheduler) readyLocked(k rowkey.Key) {
 // that row later. Without TrackCopy, hold the scheduler during the copy.
 func (s *Scheduler) TrackCopy() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.copy = newFrontier()
-	s.mu.Unlock()
+	// Keys marked before: nothing is cut yet, so they are parked like any
+	// key beyond the copy.
+	for e, k := range s.ready {
+		if o, ok := ordinal(k); ok {
+			s.copy.parked.push(o, k)
+		} else {
+			s.copy.unknown = append(s.copy.unknown, k)
+		}
+		delete(s.ready, e)
+	}
 }
 
 // SpanCut records that copy range seq (numbered from 0 in key order), with
