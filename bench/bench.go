@@ -26,6 +26,9 @@ type Options struct {
 	SkipFull    bool          // skip the unthrottled-load runs
 	SluiceOnly  bool          // time only F and sluice (for tuning sluice)
 	SluiceArgs  []string      // extra flags for every sluice run
+	// Variants are further sluice runs, each with its own extra flags
+	// (space-separated), timed beside the default one in the same run.
+	Variants []string
 	// Repeat runs every ALTER this many times, interleaved (F, sluice, peer,
 	// F, sluice, ...), and reports medians (default 1).
 	Repeat int
@@ -162,8 +165,12 @@ func Run(ctx context.Context, o Options) error {
 			return opResult{}, err
 		}
 	}
+	sluiceWith := func(alter string, extra []string) opFunc {
+		args := append(append([]string(nil), o.SluiceArgs...), extra...)
+		return func(ctx context.Context) (opResult, error) { return s.runSluice(ctx, o.Sluice, alter, args) }
+	}
 	sluice := func(alter string) opFunc {
-		return func(ctx context.Context) (opResult, error) { return s.runSluice(ctx, o.Sluice, alter, o.SluiceArgs) }
+		return sluiceWith(alter, nil)
 	}
 	ptosc := func(alter string) opFunc {
 		return func(ctx context.Context) (opResult, error) { return opResult{}, s.runPtOsc(ctx, o.PtOsc, alter) }
@@ -174,6 +181,9 @@ func Run(ctx context.Context, o Options) error {
 			natives = natives[:0]
 		}
 		out := append(natives, step{"sluice " + name, load, sluice(sluiceAlter)})
+		for _, v := range o.Variants {
+			out = append(out, step{"sluice " + name + " " + v, load, sluiceWith(sluiceAlter, strings.Fields(v))})
+		}
 		if o.PtOsc != "" && !o.SluiceOnly {
 			out = append(out, step{"pt-online-schema-change " + name, load, ptosc(sluiceAlter)})
 		}
@@ -314,6 +324,7 @@ func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
 	}
 	fmt.Fprintf(w, "\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var failed []string
 	fmt.Fprintln(tw, "ALTER\tload\tx F\tTPS before\tTPS during (mean)\tkept\tlowest TPS/s\tzero-TPS s\tapp errors/min before, during\tdeadlocks (with the tool's statements)\tsluice max RSS")
 	for _, s := range ss {
 		x := fmt.Sprintf("%.2f", float64(s.wall)/float64(f))
@@ -334,16 +345,21 @@ func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\t-\t-\t-\t%s\n", s.name, s.load, x, rss)
 		}
 		for _, f := range s.failures {
-			fmt.Fprintf(tw, "  FAILED: %s\t\t\t\t\t\t\t\t\t\t\n", f)
+			failed = append(failed, fmt.Sprintf("%s (%s): %s", s.name, s.load, f))
 		}
 	}
 	tw.Flush()
+	for _, f := range failed {
+		fmt.Fprintln(w, "FAILED: "+f)
+	}
 	fmt.Fprintln(w, "\nsluice phases (seconds):")
+	pw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, r := range rs {
 		if r.phases != "" {
-			fmt.Fprintf(w, "  %-24s %-12s %s\n", strings.TrimPrefix(r.name, "sluice "), r.load, r.phases)
+			fmt.Fprintf(pw, "  %s\t%s\t%s\n", strings.TrimPrefix(r.name, "sluice "), r.load, r.phases)
 		}
 	}
+	pw.Flush()
 }
 
 // runSluice runs the sluice binary on the benchmark table and returns its peak

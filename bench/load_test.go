@@ -76,3 +76,38 @@ func TestDeadlockSection(t *testing.T) {
 		t.Error("a status without a deadlock gave a section")
 	}
 }
+
+// TestReportVariantsAndFailures: a variant is its own row; a failure is
+// reported after the table, so it does not widen the table's first column.
+func TestReportVariantsAndFailures(t *testing.T) {
+	rs := []result{
+		{name: "native ALTER ENGINE=InnoDB (in-place rebuild)", load: "idle", wall: 4 * time.Second},
+		{name: "sluice MODIFY k BIGINT", load: "idle", wall: 6 * time.Second, phases: "copy 4.0"},
+		{name: "sluice MODIFY k BIGINT --threads=4", load: "idle", wall: 8 * time.Second, phases: "copy 6.0"},
+		{name: "sluice MODIFY k BIGINT --threads=4", load: "idle", failure: strings.Repeat("x", 300)},
+	}
+	var b strings.Builder
+	report(&b, rs, 1000, 0, 8)
+	out := b.String()
+	lines := strings.Split(out, "\n")
+	var variant, failed string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "sluice MODIFY k BIGINT --threads=4 ") {
+			variant = l
+		}
+		if strings.HasPrefix(l, "FAILED: ") {
+			failed = l
+		}
+	}
+	if !strings.Contains(variant, "2.00") {
+		t.Errorf("variant row %q: want 2.00 x F (8s / 4s), the median of its successful run", variant)
+	}
+	if !strings.Contains(failed, "--threads=4 (idle)") {
+		t.Errorf("failure line %q", failed)
+	}
+	for _, l := range lines {
+		if strings.HasPrefix(l, "sluice MODIFY k BIGINT ") && len(l) > 250 {
+			t.Errorf("a table row is %d characters wide: the failure widened the table", len(l))
+		}
+	}
+}
