@@ -58,7 +58,7 @@ func connectionFlags(c *cobra.Command, f *migrateFlags) {
 	fl.DurationVar(&f.maxInplace, "max-inplace-seconds", 30*time.Second, "with replicas, the longest estimated in-place index build; longer ones take the copy path")
 	fl.DurationVar(&f.lockWait, "lock-wait", time.Second, "longest wait of each metadata-lock attempt (ALTER, LOCK TABLES at checksum and cut-over): no application query waits longer on sluice's request")
 	fl.DurationVar(&f.cutoverLock, "cutover-lock-timeout", 0, "longest wait of each table-lock attempt of the copy path (checksum snapshot, cut-over), if it should differ from --lock-wait")
-	fl.IntVar(&f.copyWorkers, "threads", 2, "rows ranges copied at once")
+	fl.IntVar(&f.copyWorkers, "threads", 4, "row ranges copied at once")
 }
 
 // serverFlags registers the flags that say where to connect and which table.
