@@ -94,6 +94,25 @@ func (f *frontier) place(o uint64) place {
 	return placeParked
 }
 
+// add places a changed key: it reports true if the key is ready now, else
+// keeps it (waiting, parked, or, not a single integer, until the copy ends).
+func (f *frontier) add(k rowkey.Key) bool {
+	o, ok := ordinal(k)
+	if !ok {
+		f.unknown = append(f.unknown, k)
+		return false
+	}
+	switch f.place(o) {
+	case placeWaiting:
+		f.waiting.push(o, k)
+		return false
+	case placeParked:
+		f.parked.push(o, k)
+		return false
+	}
+	return true
+}
+
 // cutRange records range number seq, cut with upper bound hi (open: the
 // last range). Ranges must be recorded in order, before their copy starts.
 func (f *frontier) cutRange(seq int, hi uint64, open bool) {

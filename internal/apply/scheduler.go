@@ -69,19 +69,8 @@ func (s *Scheduler) Add(keys ...rowkey.Key) {
 	s.mu.Lock()
 	for _, k := range keys {
 		s.added++
-		if s.copy != nil {
-			o, ok := ordinal(k)
-			switch {
-			case !ok:
-				s.copy.unknown = append(s.copy.unknown, k)
-				continue
-			case s.copy.place(o) == placeWaiting:
-				s.copy.waiting.push(o, k)
-				continue
-			case s.copy.place(o) == placeParked:
-				s.copy.parked.push(o, k)
-				continue
-			}
+		if s.copy != nil && !s.copy.add(k) {
+			continue
 		}
 		s.readyLocked(k)
 	}
@@ -114,11 +103,7 @@ func (s *Scheduler) TrackCopy() {
 	// Keys marked before: nothing is cut yet, so they are parked like any
 	// key beyond the copy.
 	for e, k := range s.ready {
-		if o, ok := ordinal(k); ok {
-			s.copy.parked.push(o, k)
-		} else {
-			s.copy.unknown = append(s.copy.unknown, k)
-		}
+		s.copy.add(k)
 		delete(s.ready, e)
 	}
 }
