@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/plan"
+	"github.com/sluicedb/sluice/internal/throttle"
 )
 
 // Config is one migration.
@@ -75,6 +76,16 @@ type Config struct {
 	// changes, until the table _T_cutover that sluice creates is dropped
 	// (TriggerCutover), or cancelled (CancelCutover).
 	PostponeCutover bool
+	// MaxLoad pauses the copy between chunks while a global status variable
+	// reaches its ceiling: "Threads_running=25[,Name=N...]" ("": never).
+	// CriticalLoad, in the same form, stops the migration (the original
+	// untouched, the shadow dropped) when reached on two checks in a row.
+	// The apply goes on while the copy pauses.
+	MaxLoad, CriticalLoad string
+	// ThrottleFlagFile pauses the copy while that file exists;
+	// PanicFlagFile stops the migration once that file exists (it must not
+	// exist at the start).
+	ThrottleFlagFile, PanicFlagFile string
 	// KeepIndexes keeps the shadow's secondary indexes during the copy instead
 	// of building them afterwards.
 	KeepIndexes bool
@@ -152,6 +163,11 @@ func (c *Config) validate() error {
 	if c.MaxQueued < 0 || c.KillAfter < 0 || c.KillMaxRows < 0 {
 		return fmt.Errorf("%w: --max-queued, --kill-blockers and --kill-max-rows must not be negative", ErrConfig)
 	}
+	for _, l := range []struct{ flag, spec string }{{"--max-load", c.MaxLoad}, {"--critical-load", c.CriticalLoad}} {
+		if _, err := throttle.ParseLimits(l.spec); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrConfig, l.flag, err)
+		}
+	}
 	if c.KillMaxRows == 0 {
 		c.KillMaxRows = 10000
 	}
@@ -192,6 +208,9 @@ type Result struct {
 	// ALTER.
 	LockAttempts int
 	CutoverLock  time.Duration
+	// Throttled is how long the copy paused for --max-load, --critical-load
+	// or the throttle flag file.
+	Throttled time.Duration
 	Phases       []PhaseTime
 	Total        time.Duration
 }

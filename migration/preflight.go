@@ -15,6 +15,7 @@ import (
 	"github.com/sluicedb/sluice/internal/plan"
 	"github.com/sluicedb/sluice/internal/rowkey"
 	"github.com/sluicedb/sluice/internal/schema"
+	"github.com/sluicedb/sluice/internal/throttle"
 )
 
 // ErrPreflight wraps every reason the migration refuses to start. Nothing has
@@ -230,6 +231,23 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 		if _, ok := r.alter.Renames[strings.ToLower(k)]; ok {
 			return preflightErr("the ALTER renames primary key column %s; sluice does not support that yet", k)
 		}
+	}
+	maxLoad, _ := throttle.ParseLimits(r.cfg.MaxLoad) // checked by Config.validate
+	critical, _ := throttle.ParseLimits(r.cfg.CriticalLoad)
+	r.throttle = throttle.New(throttle.Config{DB: db, MaxLoad: maxLoad, CriticalLoad: critical,
+		FlagFile: r.cfg.ThrottleFlagFile, PanicFile: r.cfg.PanicFlagFile,
+		OnChange: func(reason string) {
+			if r.Phase() != "copy" {
+				return // only the copy pauses
+			}
+			if reason != "" {
+				r.log.Info("copy paused", "reason", reason)
+			} else {
+				r.log.Info("copy resumed")
+			}
+		}})
+	if err := r.throttle.Preflight(ctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
 	r.key, err = rowkey.NewCols(t.PKColumns())
 	if err != nil {

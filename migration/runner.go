@@ -25,6 +25,7 @@ import (
 	"github.com/sluicedb/sluice/internal/plan"
 	"github.com/sluicedb/sluice/internal/rowkey"
 	"github.com/sluicedb/sluice/internal/schema"
+	"github.com/sluicedb/sluice/internal/throttle"
 )
 
 // Runner runs one migration. Use New, then Run once.
@@ -44,6 +45,7 @@ type Runner struct {
 	applier  *apply.Applier
 	streamer *binlog.Streamer
 	copier   *copier.Copier
+	throttle *throttle.Throttler
 
 	vars ServerVars
 	plan *plan.Plan
@@ -256,6 +258,12 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 		}
 	}()
 	go r.reportProgress(ctx)
+	go func() {
+		// Until the run ends; a stop it asks for after the swap began is moot.
+		if err := r.throttle.Run(ctx); err != nil && !r.settling() {
+			cancel(err)
+		}
+	}()
 	return nil
 }
 
@@ -269,13 +277,15 @@ func (r *Runner) copyRows(ctx context.Context) error {
 		// then): a copy waiting for a lock while holding shared locks on the
 		// rest of its range could make an application transaction a
 		// deadlock victim.
-		Defer: r.sched.Add,
-		Spans: r.sched,
+		Defer:    r.sched.Add,
+		Spans:    r.sched,
+		Throttle: r.throttle.Wait,
 	})
 	if err != nil {
 		return err
 	}
 	err = r.copier.Run(ctx)
+	r.res.Throttled = r.throttle.Throttled()
 	if err == nil {
 		r.res.KeysAppliedInCopy = r.applier.Applied()
 		r.sched.CopyDone()
@@ -636,6 +646,9 @@ func (r *Runner) reportProgress(ctx context.Context) {
 			}
 		}
 		attrs = append(attrs, "backlog", r.sched.Backlog(), "applied", r.applier.Applied(), "binlog_lag", r.streamer.Lag())
+		if why := r.throttle.Reason(); why != "" && r.Phase() == "copy" {
+			attrs = append(attrs, "paused", why)
+		}
 		r.log.Info("progress", attrs...)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -23,7 +24,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	root := newRoot()
-	if err := root.ExecuteContext(ctx); err != nil {
+	err := root.ExecuteContext(ctx)
+	pprof.StopCPUProfile()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "sluice: "+oneLine(err))
 		os.Exit(1)
 	}
@@ -39,6 +42,20 @@ func newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%v (see 'sluice %s --help')", err, c.Name())
 	})
+	// --cpu-profile writes a Go CPU profile of the run, for performance
+	// reports (go tool pprof sluice FILE).
+	profile := root.PersistentFlags().String("cpu-profile", "", "write a CPU profile of sluice itself to this file")
+	_ = root.PersistentFlags().MarkHidden("cpu-profile")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if *profile == "" {
+			return nil
+		}
+		f, err := os.Create(*profile)
+		if err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		return pprof.StartCPUProfile(f)
+	}
 	root.AddCommand(newMigrate(), newPlan(), newCutover(), newVersion())
 	return root
 }

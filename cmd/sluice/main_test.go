@@ -89,6 +89,8 @@ func TestBadInputOneLineExitOne(t *testing.T) {
 		{"wrong password", []string{"migrate", "--host", db.Server.Host, "--port", fmt.Sprint(db.Server.Port), "--user", "sluice",
 			"--database", db.Name, "--table", "ok", "--alter", "ADD COLUMN x INT"}, []string{"MYSQL_PWD=wrong-password"}, "access denied"},
 		{"unknown flag", []string{"migrate", "--nope"}, nil, "unknown flag"},
+		{"bad --max-load", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--method", "copy", "--max-load", "Threads_running"), nil, `--max-load: "Threads_running" is not Name=N`},
+		{"unknown status variable", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--method", "copy", "--critical-load", "Threads_runing=50"), nil, "no global status variable Threads_runing"},
 		{"bad tls mode", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--tls", "maybe"), nil, `tls="maybe" is not one of`},
 	}
 	for _, c := range cases {

@@ -33,6 +33,8 @@ type migrateFlags struct {
 	maxQueued                               int
 	killBlockers                            string
 	killMaxRows                             int64
+	maxLoad, criticalLoad                   string
+	throttleFile, panicFile                 string
 }
 
 // killAfter parses --kill-blockers: "never" (0) or "after=DURATION".
@@ -113,6 +115,10 @@ or the [client] section of --defaults-file; never from the command line.`,
 	fl.IntVar(&f.maxQueued, "max-queued", 0, "end a metadata-lock attempt early once more than this many queries queue behind it (0: only --lock-wait ends it)")
 	fl.StringVar(&f.killBlockers, "kill-blockers", "never", "never, or after=DURATION: kill a session that has blocked sluice's metadata-lock request that long (never one under LOCK TABLES or past --kill-max-rows)")
 	fl.Int64Var(&f.killMaxRows, "kill-max-rows", 10000, "never kill a blocker whose transaction modified more rows than this")
+	fl.StringVar(&f.maxLoad, "max-load", "", "pause the copy while a global status variable reaches its ceiling, e.g. Threads_running=25[,Name=N...] (the apply goes on)")
+	fl.StringVar(&f.criticalLoad, "critical-load", "", "stop the migration (original untouched, shadow dropped) when a status ceiling is reached on two checks in a row, e.g. Threads_running=200")
+	fl.StringVar(&f.throttleFile, "throttle-flag-file", "", "pause the copy while this file exists")
+	fl.StringVar(&f.panicFile, "panic-flag-file", "", "stop the migration (original untouched, shadow dropped) once this file exists")
 	fl.BoolVar(&f.keepIndexes, "keep-indexes", false, "keep secondary indexes during the copy instead of building them after it")
 	fl.IntVar(&f.ddlThreads, "ddl-threads", 0, "innodb_ddl_threads and innodb_parallel_read_threads for index builds (default: the planner's, one per server CPU up to 8)")
 	fl.Int64Var(&f.ddlBuffer, "ddl-buffer-size", 0, "innodb_ddl_buffer_size in bytes for index builds (default: the planner's, sized to the sort within the free memory)")
@@ -150,6 +156,7 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		DropOld: f.dropOld, ProgressInterval: f.progress, Logger: logger,
 		Method: f.method, Approve: f.approve, Replicas: f.replicas, MaxInplace: f.maxInplace, LockWait: f.lockWait,
 		LockDeadline: f.lockDeadline, MaxQueued: f.maxQueued, KillAfter: kill, KillMaxRows: f.killMaxRows,
+		MaxLoad: f.maxLoad, CriticalLoad: f.criticalLoad, ThrottleFlagFile: f.throttleFile, PanicFlagFile: f.panicFile,
 	})
 	if err != nil {
 		return err
@@ -174,6 +181,9 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 	fmt.Fprintf(out, "sluice: %s.%s migrated in %s: %d rows copied, %d changes applied, checksum %d rows in %d chunks, tables locked %s for the swap\n",
 		database, f.table, res.Total.Round(time.Millisecond), res.RowsCopied, res.KeysApplied, res.ChecksumRows, res.ChecksumChunks,
 		res.CutoverLock.Round(time.Millisecond))
+	if res.Throttled > 0 {
+		fmt.Fprintf(out, "sluice: the copy paused for %s in all (--max-load, --critical-load, --throttle-flag-file)\n", res.Throttled.Round(time.Millisecond))
+	}
 	if res.OldTable != "" {
 		fmt.Fprintf(out, "sluice: the original table is kept as %s.%s; drop it when you no longer need it\n", database, res.OldTable)
 	}

@@ -1,0 +1,324 @@
+// Package throttle pauses sluice's copy while the server is loaded or the
+// operator asks for a pause, and stops the migration when the load is
+// critical or the operator asks for that.
+//
+// The signals are the ones DBAs already use with the peers:
+//   - max-load: global status ceilings ("Threads_running=25,Threads_connected=500");
+//     while any is reached, the copy pauses between chunks;
+//   - critical-load: ceilings that stop the migration (cleanly: the original
+//     is untouched and the shadow dropped) when reached on two checks in a row;
+//   - a throttle flag file: while it exists, the copy pauses;
+//   - a panic flag file: once it exists, the migration stops.
+//
+// Only the copy pauses. The apply goes on: its work is the application's own
+// writes, and a backlog left to grow would only push the cut-over back.
+package throttle
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Limit is a ceiling on one global status variable.
+type Limit struct {
+	Name string
+	Max  int64
+}
+
+func (l Limit) String() string { return fmt.Sprintf("%s=%d", l.Name, l.Max) }
+
+var statusName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+
+// ParseLimits parses "Name=N[,Name=N...]" (the peers' --max-load syntax). An
+// empty spec is no limit.
+func ParseLimits(spec string) ([]Limit, error) {
+	spec = strings.TrimSpace(spec)
+	if spec == "" {
+		return nil, nil
+	}
+	var out []Limit
+	seen := map[string]bool{}
+	for _, part := range strings.Split(spec, ",") {
+		name, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+		name, val = strings.TrimSpace(name), strings.TrimSpace(val)
+		if !ok || name == "" || val == "" {
+			return nil, fmt.Errorf("%q is not Name=N (e.g. Threads_running=25)", strings.TrimSpace(part))
+		}
+		if !statusName.MatchString(name) {
+			return nil, fmt.Errorf("%q is not a status variable name", name)
+		}
+		n, err := strconv.ParseInt(val, 10, 64)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%s=%s: the ceiling must be a whole number >= 0", name, val)
+		}
+		key := strings.ToLower(name)
+		if seen[key] {
+			return nil, fmt.Errorf("%s is given twice", name)
+		}
+		seen[key] = true
+		out = append(out, Limit{Name: name, Max: n})
+	}
+	return out, nil
+}
+
+// Reached returns the first limit the status values reach ("Threads_running=31
+// >= 25"), or "". Names are matched without regard to case; a variable
+// missing from status never counts as reached (Check reports it).
+func Reached(limits []Limit, status map[string]int64) string {
+	for _, l := range limits {
+		if v, ok := status[strings.ToLower(l.Name)]; ok && v >= l.Max {
+			return fmt.Sprintf("%s=%d >= %d", l.Name, v, l.Max)
+		}
+	}
+	return ""
+}
+
+// Decision is what one check found.
+type Decision struct {
+	// Throttle, if not "", is why the copy pauses now.
+	Throttle string
+	// Abort, if not "", is why the migration stops.
+	Abort string
+}
+
+// Signals is what one check saw.
+type Signals struct {
+	Status   map[string]int64
+	FlagFile bool // the throttle flag file exists
+	Panic    bool // the panic flag file exists
+}
+
+// Decider turns checks into decisions; it remembers whether the critical
+// load was reached at the previous check. Its zero value has no limits.
+type Decider struct {
+	MaxLoad, CriticalLoad []Limit
+	FlagFile, PanicFile   string
+	critical              string // critical load reached at the last check
+}
+
+// Next decides on one check. The critical load stops the migration only when
+// reached at two checks in a row: one burst of connections is not enough.
+func (d *Decider) Next(s Signals) Decision {
+	var dec Decision
+	if s.Panic {
+		dec.Abort = "the panic flag file " + d.PanicFile + " exists"
+		return dec
+	}
+	crit := Reached(d.CriticalLoad, s.Status)
+	if crit != "" && d.critical != "" {
+		dec.Abort = "critical load: " + crit
+		return dec
+	}
+	d.critical = crit
+	switch {
+	case s.FlagFile:
+		dec.Throttle = "the throttle flag file " + d.FlagFile + " exists"
+	case crit != "":
+		dec.Throttle = "critical load: " + crit + " (checking again)"
+	default:
+		if r := Reached(d.MaxLoad, s.Status); r != "" {
+			dec.Throttle = "max load: " + r
+		}
+	}
+	return dec
+}
+
+// Config configures a Throttler.
+type Config struct {
+	DB                    *sql.DB
+	MaxLoad, CriticalLoad []Limit
+	FlagFile, PanicFile   string
+	// Interval between checks (default 250ms).
+	Interval time.Duration
+	// OnChange, if set, is called when the copy pauses (reason) or resumes ("").
+	OnChange func(reason string)
+}
+
+// ErrAbort wraps the reason a Throttler stopped the migration.
+var ErrAbort = errors.New("stopped")
+
+// Throttler checks the signals every Interval and holds Wait while the copy
+// should pause.
+type Throttler struct {
+	cfg     Config
+	decider Decider
+	names   []string
+
+	mu     sync.Mutex
+	reason string        // why the copy pauses now ("": it does not)
+	open   chan struct{} // closed while the copy may go on
+	since  time.Time
+	total  time.Duration
+}
+
+// New returns a Throttler; Active reports whether it has anything to watch.
+func New(cfg Config) *Throttler {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 250 * time.Millisecond
+	}
+	t := &Throttler{cfg: cfg, open: make(chan struct{})}
+	close(t.open)
+	t.decider = Decider{MaxLoad: cfg.MaxLoad, CriticalLoad: cfg.CriticalLoad, FlagFile: cfg.FlagFile, PanicFile: cfg.PanicFile}
+	seen := map[string]bool{}
+	for _, l := range append(append([]Limit{}, cfg.MaxLoad...), cfg.CriticalLoad...) {
+		if k := strings.ToLower(l.Name); !seen[k] {
+			seen[k] = true
+			t.names = append(t.names, l.Name)
+		}
+	}
+	return t
+}
+
+// Active reports whether any signal is configured.
+func (t *Throttler) Active() bool {
+	return len(t.names) > 0 || t.cfg.FlagFile != "" || t.cfg.PanicFile != ""
+}
+
+// Preflight checks the configuration against the server before anything is
+// created: every named status variable exists, and the panic flag file does
+// not exist yet (a stale one would stop the migration at once).
+func (t *Throttler) Preflight(ctx context.Context) error {
+	if t.cfg.PanicFile != "" {
+		if _, err := os.Stat(t.cfg.PanicFile); err == nil {
+			return fmt.Errorf("the panic flag file %s exists already: remove it, or name another", t.cfg.PanicFile)
+		}
+	}
+	status, err := t.status(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range t.names {
+		if _, ok := status[strings.ToLower(n)]; !ok {
+			return fmt.Errorf("the server has no global status variable %s (see SHOW GLOBAL STATUS)", n)
+		}
+	}
+	return nil
+}
+
+// status reads the named global status variables.
+func (t *Throttler) status(ctx context.Context) (map[string]int64, error) {
+	out := map[string]int64{}
+	if len(t.names) == 0 {
+		return out, nil
+	}
+	quoted := make([]string, len(t.names))
+	for i, n := range t.names {
+		quoted[i] = "'" + n + "'" // names are checked by ParseLimits: letters, digits, _
+	}
+	rows, err := t.cfg.DB.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ("+strings.Join(quoted, ",")+")")
+	if err != nil {
+		return nil, fmt.Errorf("read the server's load: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, val string
+		if err := rows.Scan(&name, &val); err != nil {
+			return nil, err
+		}
+		if n, err := strconv.ParseInt(val, 10, 64); err == nil {
+			out[strings.ToLower(name)] = n
+		}
+	}
+	return out, rows.Err()
+}
+
+func exists(path string) bool {
+	if path == "" {
+		return false
+	}
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// Run checks the signals until ctx is done. It returns an error wrapping
+// ErrAbort when the migration must stop; a failed status read is retried
+// (the copy pauses meanwhile: a server that cannot answer is not idle).
+func (t *Throttler) Run(ctx context.Context) error {
+	if !t.Active() {
+		<-ctx.Done()
+		return nil
+	}
+	tick := time.NewTicker(t.cfg.Interval)
+	defer tick.Stop()
+	defer t.set("")
+	for {
+		status, err := t.status(ctx)
+		var dec Decision
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			dec.Throttle = "cannot read the server's load: " + err.Error()
+		} else {
+			dec = t.decider.Next(Signals{Status: status, FlagFile: exists(t.cfg.FlagFile), Panic: exists(t.cfg.PanicFile)})
+		}
+		if dec.Abort != "" {
+			return fmt.Errorf("%w: %s", ErrAbort, dec.Abort)
+		}
+		t.set(dec.Throttle)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// set records the current decision.
+func (t *Throttler) set(reason string) {
+	t.mu.Lock()
+	changed := (reason == "") != (t.reason == "")
+	switch {
+	case reason != "" && t.reason == "":
+		t.open = make(chan struct{})
+		t.since = time.Now()
+	case reason == "" && t.reason != "":
+		close(t.open)
+		t.total += time.Since(t.since)
+	}
+	t.reason = reason
+	t.mu.Unlock()
+	if changed && t.cfg.OnChange != nil {
+		t.cfg.OnChange(reason)
+	}
+}
+
+// Wait returns at once unless the copy should pause; then it waits until it
+// may go on, or ctx is done.
+func (t *Throttler) Wait(ctx context.Context) error {
+	t.mu.Lock()
+	open := t.open
+	t.mu.Unlock()
+	select {
+	case <-open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Reason says why the copy pauses now, or "".
+func (t *Throttler) Reason() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.reason
+}
+
+// Throttled returns how long the copy has been paused in all.
+func (t *Throttler) Throttled() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d := t.total
+	if t.reason != "" {
+		d += time.Since(t.since)
+	}
+	return d
+}
