@@ -211,8 +211,8 @@ type Result struct {
 	// Throttled is how long the copy paused for --max-load, --critical-load
 	// or the throttle flag file.
 	Throttled time.Duration
-	Phases       []PhaseTime
-	Total        time.Duration
+	Phases    []PhaseTime
+	Total     time.Duration
 }
 
 // PhaseTime is how long one phase took.
