@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,6 +53,9 @@ func TestThrottleFlagFilePausesCopy(t *testing.T) {
 	}
 	cfg := config(t, db, "t", "ADD COLUMN x INT")
 	cfg.ThrottleFlagFile = flag
+	var log testdb.SyncBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	cfg.ProgressInterval = 100 * time.Millisecond
 	_, errc, result := start(t, cfg, context.Background())
 	time.Sleep(700 * time.Millisecond)
 	if n := shadowRows(t, db, "t"); n != 0 {
@@ -72,6 +76,13 @@ func TestThrottleFlagFilePausesCopy(t *testing.T) {
 	}
 	if after := idV(t, db); after != before {
 		t.Error("the migrated table differs from the original")
+	}
+	// The operator is told why the copy waits, and when it goes on.
+	for _, want := range []string{`msg="copy paused" reason="the throttle flag file ` + flag + ` exists"`,
+		`paused="the throttle flag file`, `msg="copy resumed"`} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the log lacks %s:\n%s", want, log.String())
+		}
 	}
 }
 
