@@ -237,8 +237,8 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 	r.throttle = throttle.New(throttle.Config{DB: db, MaxLoad: maxLoad, CriticalLoad: critical,
 		FlagFile: r.cfg.ThrottleFlagFile, PanicFile: r.cfg.PanicFlagFile,
 		OnChange: func(reason string) {
-			if r.Phase() != "copy" {
-				return // only the copy pauses
+			if p := r.Phase(); p != "capture" && p != "copy" {
+				return // only the copy pauses (the first check is made before it)
 			}
 			if reason != "" {
 				r.log.Info("copy paused", "reason", reason)

@@ -45,6 +45,8 @@ type Runner struct {
 	applier  *apply.Applier
 	streamer *binlog.Streamer
 	copier   *copier.Copier
+	// copying is the copier, for the progress reporter's goroutine.
+	copying  atomic.Pointer[copier.Copier]
 	throttle *throttle.Throttler
 
 	vars ServerVars
@@ -258,6 +260,11 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 		}
 	}()
 	go r.reportProgress(ctx)
+	// The first check before the copy starts: no chunk is copied under a load
+	// over --max-load.
+	if err := r.throttle.Check(ctx); err != nil {
+		return err
+	}
 	go func() {
 		// Until the run ends; a stop it asks for after the swap began is moot.
 		if err := r.throttle.Run(ctx); err != nil && !r.settling() {
@@ -284,6 +291,7 @@ func (r *Runner) copyRows(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.copying.Store(r.copier)
 	err = r.copier.Run(ctx)
 	r.res.Throttled = r.throttle.Throttled()
 	if err == nil {
@@ -634,7 +642,7 @@ func (r *Runner) reportProgress(ctx context.Context) {
 			return
 		}
 		attrs := []any{"phase", r.Phase(), "elapsed", time.Since(start).Round(time.Second)}
-		if c := r.copier; c != nil {
+		if c := r.copying.Load(); c != nil {
 			copied, est := c.Rows(), max(r.orig.EstimatedRows, 1)
 			pct := min(100, float64(copied)*100/float64(est))
 			attrs = append(attrs, "copied", copied, "estimated", est, "pct", fmt.Sprintf("%.1f", pct), "chunk", c.ChunkSize(),

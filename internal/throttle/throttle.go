@@ -238,9 +238,33 @@ func exists(path string) bool {
 	return err == nil
 }
 
-// Run checks the signals until ctx is done. It returns an error wrapping
-// ErrAbort when the migration must stop; a failed status read is retried
-// (the copy pauses meanwhile: a server that cannot answer is not idle).
+// Check checks the signals once and pauses or releases the copy. It returns
+// an error wrapping ErrAbort when the migration must stop; a failed status
+// read pauses the copy (a server that cannot answer is not idle) until a
+// later check succeeds. Call it once before the copy starts, then Run.
+func (t *Throttler) Check(ctx context.Context) error {
+	if !t.Active() {
+		return nil
+	}
+	status, err := t.status(ctx)
+	var dec Decision
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		dec.Throttle = "cannot read the server's load: " + err.Error()
+	} else {
+		dec = t.decider.Next(Signals{Status: status, FlagFile: exists(t.cfg.FlagFile), Panic: exists(t.cfg.PanicFile)})
+	}
+	if dec.Abort != "" {
+		return fmt.Errorf("%w: %s", ErrAbort, dec.Abort)
+	}
+	t.set(dec.Throttle)
+	return nil
+}
+
+// Run checks the signals every Interval until ctx is done or Check returns
+// an error, which it returns.
 func (t *Throttler) Run(ctx context.Context) error {
 	if !t.Active() {
 		<-ctx.Done()
@@ -250,24 +274,13 @@ func (t *Throttler) Run(ctx context.Context) error {
 	defer tick.Stop()
 	defer t.set("")
 	for {
-		status, err := t.status(ctx)
-		var dec Decision
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			dec.Throttle = "cannot read the server's load: " + err.Error()
-		} else {
-			dec = t.decider.Next(Signals{Status: status, FlagFile: exists(t.cfg.FlagFile), Panic: exists(t.cfg.PanicFile)})
-		}
-		if dec.Abort != "" {
-			return fmt.Errorf("%w: %s", ErrAbort, dec.Abort)
-		}
-		t.set(dec.Throttle)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+		}
+		if err := t.Check(ctx); err != nil {
+			return err
 		}
 	}
 }

@@ -124,6 +124,10 @@ func TestFlagFiles(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// One check pauses the copy at once, before Run's first tick.
+	if err := th.Check(ctx); err != nil || th.Reason() == "" {
+		t.Fatalf("a check with the flag file present: err %v, reason %q", err, th.Reason())
+	}
 	done := make(chan error, 1)
 	go func() { done <- th.Run(ctx) }()
 	deadline := time.Now().Add(5 * time.Second)
