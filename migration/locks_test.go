@@ -197,13 +197,8 @@ func TestPostponedCutover(t *testing.T) {
 	if err := migration.TriggerCutover(ctx, db.DB, db.Name, "t"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no cut-over 30s after it was triggered")
+	if err := ended(t, errc, 30*time.Second, "after the cut-over was triggered"); err != nil {
+		t.Fatal(err)
 	}
 	if got := columns(t, db, "t"); got != "id,v,x" {
 		t.Errorf("columns %s", got)
@@ -234,13 +229,8 @@ func TestPostponedCutoverCancelled(t *testing.T) {
 	if err := migration.CancelCutover(ctx, db.DB, db.Name, "t"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-errc:
-		if !errors.Is(err, migration.ErrCancelled) {
-			t.Fatalf("want ErrCancelled, got %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the migration did not stop 30s after the cancel")
+	if err := ended(t, errc, 30*time.Second, "after the cancel"); !errors.Is(err, migration.ErrCancelled) {
+		t.Fatalf("want ErrCancelled, got %v", err)
 	}
 	if snapshot(t, db, "t") != before || columns(t, db, "t") != "id,v" {
 		t.Error("the original changed")

@@ -223,6 +223,30 @@ func snapshot(t *testing.T, db *testdb.DB, table string) string {
 	return fmt.Sprint(db.Dump(t, table, "*", "1"))
 }
 
+// untouched checks that table still holds what snapshot returned before, and
+// that it is the database's only table: a failed run left nothing behind.
+func untouched(t *testing.T, db *testdb.DB, table, before string) {
+	t.Helper()
+	if after := snapshot(t, db, table); after != before {
+		t.Error("the original table changed")
+	}
+	if tables := db.Tables(t); !slices.Equal(tables, []string{table}) {
+		t.Errorf("leftovers: %v", tables)
+	}
+}
+
+// ended waits up to within for the run's error on errc.
+func ended(t *testing.T, errc <-chan error, within time.Duration, what string) error {
+	t.Helper()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(within):
+		t.Fatalf("the migration did not end within %s %s", within, what)
+		return nil
+	}
+}
+
 func TestUniqueKeyOverExistingDuplicatesFails(t *testing.T) {
 	db := testdb.New(t)
 	db.MustExec(t, "CREATE TABLE u (id INT PRIMARY KEY, email VARCHAR(50))")
@@ -362,12 +386,7 @@ func TestCancelDuringCopyLeavesOriginalIntact(t *testing.T) {
 	if r.Phase() != "copy" {
 		t.Errorf("cancelled in phase %s, want copy", r.Phase())
 	}
-	if after := snapshot(t, db, "big"); after != before {
-		t.Error("the original table changed")
-	}
-	if tables := db.Tables(t); !slices.Equal(tables, []string{"big"}) {
-		t.Errorf("leftovers: %v", tables)
-	}
+	untouched(t, db, "big", before)
 	// No lock is held: an exclusive lock is granted at once.
 	db.MustExec(t, "SET SESSION lock_wait_timeout = 1")
 	conn, _ := db.Conn(context.Background())

@@ -44,9 +44,8 @@ type Runner struct {
 	sched    *apply.Scheduler
 	applier  *apply.Applier
 	streamer *binlog.Streamer
-	copier   *copier.Copier
-	// copying is the copier, for the progress reporter's goroutine.
-	copying  atomic.Pointer[copier.Copier]
+	// copier is set by the copy phase and read by the progress reporter.
+	copier   atomic.Pointer[copier.Copier]
 	throttle *throttle.Throttler
 
 	vars ServerVars
@@ -275,8 +274,7 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 }
 
 func (r *Runner) copyRows(ctx context.Context) error {
-	var err error
-	r.copier, err = copier.New(copier.Config{
+	c, err := copier.New(copier.Config{
 		DB: r.db, Mapping: r.mapping, Key: r.key, Workers: r.cfg.CopyWorkers,
 		Chunk: chunk.Config{Target: r.cfg.ChunkTime},
 		// A range that keeps meeting the application's locks is applied
@@ -291,8 +289,8 @@ func (r *Runner) copyRows(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.copying.Store(r.copier)
-	err = r.copier.Run(ctx)
+	r.copier.Store(c)
+	err = c.Run(ctx)
 	r.res.Throttled = r.throttle.Throttled()
 	if err == nil {
 		r.res.KeysAppliedInCopy = r.applier.Applied()
@@ -301,8 +299,8 @@ func (r *Runner) copyRows(ctx context.Context) error {
 			r.log.Info("changes during the copy", "applied", r.res.KeysAppliedInCopy, "skipped_as_copied_later", r.sched.Skipped())
 		}
 	}
-	r.res.RowsCopied = r.copier.Rows()
-	if n := r.copier.Deferred(); n > 0 && err == nil {
+	r.res.RowsCopied = c.Rows()
+	if n := c.Deferred(); n > 0 && err == nil {
 		r.log.Info("ranges that kept meeting the application's row locks are left to the apply, row by row", "rows", n)
 	}
 	if errors.Is(err, copier.ErrDuplicate) {
@@ -642,7 +640,7 @@ func (r *Runner) reportProgress(ctx context.Context) {
 			return
 		}
 		attrs := []any{"phase", r.Phase(), "elapsed", time.Since(start).Round(time.Second)}
-		if c := r.copying.Load(); c != nil {
+		if c := r.copier.Load(); c != nil {
 			copied, est := c.Rows(), max(r.orig.EstimatedRows, 1)
 			pct := min(100, float64(copied)*100/float64(est))
 			attrs = append(attrs, "copied", copied, "estimated", est, "pct", fmt.Sprintf("%.1f", pct), "chunk", c.ChunkSize(),

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,13 +61,8 @@ func TestThrottleFlagFilePausesCopy(t *testing.T) {
 		t.Fatalf("the shadow has %d rows while the copy should be paused", n)
 	}
 	os.Remove(flag)
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the migration did not finish after the flag file was removed")
+	if err := ended(t, errc, time.Minute, "after the flag file was removed"); err != nil {
+		t.Fatal(err)
 	}
 	res := result()
 	if res.Throttled < 700*time.Millisecond {
@@ -108,12 +102,7 @@ func TestMaxLoadPausesCopy(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("want context.Canceled, got %v", err)
 	}
-	if after := snapshot(t, db, "t"); after != before {
-		t.Error("the original table changed")
-	}
-	if tables := db.Tables(t); !slices.Equal(tables, []string{"t"}) {
-		t.Errorf("leftovers: %v", tables)
-	}
+	untouched(t, db, "t", before)
 }
 
 // TestCriticalLoadAndPanicFileStop: a critical ceiling reached twice in a
@@ -146,21 +135,10 @@ func TestCriticalLoadAndPanicFileStop(t *testing.T) {
 			r := mustRunner(t, cfg)
 			done := make(chan error, 1)
 			go func() { _, err := r.Run(context.Background()); done <- err }()
-			var err error
-			select {
-			case err = <-done:
-			case <-time.After(60 * time.Second):
-				t.Fatal("the migration did not stop")
-			}
-			if err == nil || !strings.Contains(err.Error(), c.want) {
+			if err := ended(t, done, time.Minute, "(it should stop)"); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want an error with %q", err, c.want)
 			}
-			if after := snapshot(t, db, "t"); after != before {
-				t.Error("the original table changed")
-			}
-			if tables := db.Tables(t); !slices.Equal(tables, []string{"t"}) {
-				t.Errorf("leftovers: %v", tables)
-			}
+			untouched(t, db, "t", before)
 		})
 	}
 }

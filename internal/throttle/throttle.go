@@ -33,8 +33,6 @@ type Limit struct {
 	Max  int64
 }
 
-func (l Limit) String() string { return fmt.Sprintf("%s=%d", l.Name, l.Max) }
-
 var statusName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
 
 // ParseLimits parses "Name=N[,Name=N...]" (the peers' --max-load syntax). An
