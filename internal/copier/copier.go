@@ -233,9 +233,9 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) (unlocked bool, e
 	return false, fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err)
 }
 
-// copyOnce locks the range's rows with probe, then copies them with copy, in
+// copyOnce locks the range's rows with probe, then copies them with copySQL, in
 // one transaction, and returns the rows copied.
-func (c *Copier) copyOnce(ctx context.Context, probe, copy string, args []any) (int64, error) {
+func (c *Copier) copyOnce(ctx context.Context, probe, copySQL string, args []any) (int64, error) {
 	tx, err := c.cfg.DB.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
@@ -245,7 +245,7 @@ func (c *Copier) copyOnce(ctx context.Context, probe, copy string, args []any) (
 	if err := tx.QueryRowContext(ctx, probe, args...).Scan(&locked); err != nil {
 		return 0, err
 	}
-	res, err := tx.ExecContext(ctx, copy, args...)
+	res, err := tx.ExecContext(ctx, copySQL, args...)
 	if err != nil {
 		return 0, err
 	}
