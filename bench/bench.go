@@ -64,6 +64,7 @@ type opFunc func(context.Context) (opResult, error)
 type step struct {
 	name, load string
 	op         opFunc
+	isF        bool // the idle in-place rebuild: F
 }
 
 // result is one timed ALTER.
@@ -74,6 +75,9 @@ type result struct {
 	before  Window
 	during  Window
 	rssMB   float64
+	// f is the idle in-place rebuild (F) timed last before this run, in the
+	// same round: the run's own yardstick, since the host's speed drifts.
+	f       time.Duration
 	phases  string // sluice's phase timings
 	failure string
 	// deadlocks InnoDB reported during the ALTER, and those with one of the
@@ -118,6 +122,7 @@ func Run(ctx context.Context, o Options) error {
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
 
 	var results []result
+	var lastF time.Duration
 	// timed runs one ALTER from a freshly restored, flushed table, under a
 	// load of rate transactions a second unless load is "idle".
 	timed := func(st step, rate float64) error {
@@ -142,6 +147,10 @@ func Run(ctx context.Context, o Options) error {
 		start := time.Now()
 		out, err := st.op(ctx)
 		r.wall, r.rssMB, r.phases = time.Since(start), out.rssMB, out.phases
+		if st.isF && err == nil {
+			lastF = r.wall
+		}
+		r.f = lastF
 		if dl != nil {
 			r.deadlocks, r.toolDeadlocks = dl.Stop()
 		}
@@ -180,12 +189,12 @@ func Run(ctx context.Context, o Options) error {
 		if o.SluiceOnly {
 			natives = natives[:0]
 		}
-		out := append(natives, step{"sluice " + name, load, sluice(sluiceAlter)})
+		out := append(natives, step{name: "sluice " + name, load: load, op: sluice(sluiceAlter)})
 		for _, v := range o.Variants {
-			out = append(out, step{"sluice " + name + " " + v, load, sluiceWith(sluiceAlter, strings.Fields(v))})
+			out = append(out, step{name: "sluice " + name + " " + v, load: load, op: sluiceWith(sluiceAlter, strings.Fields(v))})
 		}
 		if o.PtOsc != "" && !o.SluiceOnly {
-			out = append(out, step{"pt-online-schema-change " + name, load, ptosc(sluiceAlter)})
+			out = append(out, step{name: "pt-online-schema-change " + name, load: load, op: ptosc(sluiceAlter)})
 		}
 		return out
 	}
@@ -201,8 +210,10 @@ func Run(ctx context.Context, o Options) error {
 		return nil
 	}
 
-	// Idle; the first step is F.
-	idle := append([]step{{rebuildName, "idle", native(rebuild)}}, steps("idle", []step{{copyName, "idle", native(modifyK)}}, modifyK, "MODIFY k BIGINT")...)
+	// Every round begins with F, idle, and every run is read as a multiple
+	// of the F of its round.
+	fStep := step{name: rebuildName, load: "idle", op: native(rebuild), isF: true}
+	idle := append([]step{fStep}, steps("idle", []step{{name: copyName, load: "idle", op: native(modifyK)}}, modifyK, "MODIFY k BIGINT")...)
 	if err := run(idle, 0); err != nil {
 		return err
 	}
@@ -222,11 +233,11 @@ func Run(ctx context.Context, o Options) error {
 	logf("capacity %.0f tps; %.0f%% load is %.0f tps", capacity, o.LoadRatio*100, rate)
 	loadName := fmt.Sprintf("%.0f%% load", o.LoadRatio*100)
 
-	if err := run(steps(loadName, []step{{copyName, loadName, native(modifyK)}}, modifyK, "MODIFY k BIGINT"), rate); err != nil {
+	if err := run(append([]step{fStep}, steps(loadName, []step{{name: copyName, load: loadName, op: native(modifyK)}}, modifyK, "MODIFY k BIGINT")...), rate); err != nil {
 		return err
 	}
 	if !o.SkipFull {
-		full := steps("unthrottled", []step{{rebuildName, "unthrottled", native(rebuild)}}, rebuild, "ENGINE=InnoDB")
+		full := append([]step{fStep}, steps("unthrottled", []step{{name: rebuildName, load: "unthrottled", op: native(rebuild)}}, rebuild, "ENGINE=InnoDB")...)
 		if err := run(full, 0); err != nil {
 			return err
 		}
@@ -241,6 +252,9 @@ type summary struct {
 	runs       []result
 	wall       time.Duration // median
 	lo, hi     time.Duration // fastest and slowest run
+	// x, xlo, xhi: the median, lowest and highest of wall/f over the runs
+	// (each run against the F of its round); zero if a run has no F.
+	x, xlo, xhi float64
 	before     Window        // throughput before, over every run (Mean: mean of the runs)
 	during     Window        // during: mean of means, lowest second, most zero seconds
 	errBefore  float64       // failed application transactions a minute, before
@@ -267,12 +281,16 @@ func summarize(rs []result) []summary {
 	}
 	for i := range out {
 		s := &out[i]
-		walls := make([]time.Duration, len(s.runs))
+		// Times are of the runs that succeeded: a failed run's time is the
+		// time it took to fail.
+		var walls []time.Duration
 		var secBefore, secDuring int
 		var errB, errD float64
 		s.during.Min = -1
-		for j, r := range s.runs {
-			walls[j] = r.wall
+		for _, r := range s.runs {
+			if r.failure == "" {
+				walls = append(walls, r.wall)
+			}
 			s.before.Mean += r.before.Mean / float64(len(s.runs))
 			s.during.Mean += r.during.Mean / float64(len(s.runs))
 			if r.during.Seconds > 0 && (s.during.Min < 0 || r.during.Min < s.during.Min) {
@@ -294,10 +312,39 @@ func summarize(rs []result) []summary {
 		if secDuring > 0 {
 			s.errDuring = errD * 60 / float64(secDuring)
 		}
-		slices.Sort(walls)
-		s.wall, s.lo, s.hi = median(walls), walls[0], walls[len(walls)-1]
+		if len(walls) > 0 {
+			slices.Sort(walls)
+			s.wall, s.lo, s.hi = median(walls), walls[0], walls[len(walls)-1]
+		}
+		s.x, s.xlo, s.xhi = pairedRatios(s.runs)
 	}
 	return out
+}
+
+// pairedRatios returns the median, lowest and highest of each run's wall time
+// over the F of its round, leaving out failed runs, or zeros if some run has
+// no F.
+func pairedRatios(runs []result) (med, lo, hi float64) {
+	xs := make([]float64, 0, len(runs))
+	for _, r := range runs {
+		if r.failure != "" {
+			continue
+		}
+		if r.f <= 0 {
+			return 0, 0, 0
+		}
+		xs = append(xs, float64(r.wall)/float64(r.f))
+	}
+	if len(xs) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(xs)
+	n := len(xs)
+	med = xs[n/2]
+	if n%2 == 0 {
+		med = (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return med, xs[0], xs[n-1]
 }
 
 // median of sorted durations: the middle one, or the mean of the middle two.
@@ -316,20 +363,26 @@ func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
 	fmt.Fprintf(w, "\nsluice benchmark: %d-row sysbench sbtest1, MySQL sandbox, %d-thread oltp_read_write load (capacity %.0f tps)\n", rows, threads, capacity)
 	fmt.Fprintf(w, "F = native in-place rebuild, idle = %s", f.Round(time.Millisecond))
 	if repeat > 1 {
-		fmt.Fprintf(w, " (median of %d)", repeat)
+		fmt.Fprintf(w, " (median of %d, %s-%s: the host's speed drifts)", repeat, ss[0].lo.Round(time.Millisecond), ss[0].hi.Round(time.Millisecond))
 	}
-	fmt.Fprintf(w, "; times are multiples of F, measured in this run")
-	if repeat > 1 {
-		fmt.Fprintf(w, ": medians of %d interleaved runs (fastest-slowest)", repeat)
+	fmt.Fprintf(w, ".\nTimes are multiples of F, each run divided by the F timed just before it in the same round")
+	if len(ss[1:]) > 0 && len(ss[len(ss)-1].runs) > 1 {
+		fmt.Fprintf(w, ";\nmedians of %d interleaved runs (lowest-highest); F's own row is each F over the median F", len(ss[len(ss)-1].runs))
 	}
-	fmt.Fprintf(w, "\n\n")
+	fmt.Fprintf(w, ".\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	var failed []string
 	fmt.Fprintln(tw, "ALTER\tload\tx F\tTPS before\tTPS during (mean)\tkept\tlowest TPS/s\tzero-TPS s\tapp errors/min before, during\tdeadlocks (with the tool's statements)\tsluice max RSS")
-	for _, s := range ss {
-		x := fmt.Sprintf("%.2f", float64(s.wall)/float64(f))
-		if len(s.runs) > 1 {
-			x += fmt.Sprintf(" (%.2f-%.2f)", float64(s.lo)/float64(f), float64(s.hi)/float64(f))
+	for i, s := range ss {
+		med, lo, hi := s.x, s.xlo, s.xhi
+		if i == 0 || med == 0 {
+			med, lo, hi = float64(s.wall)/float64(f), float64(s.lo)/float64(f), float64(s.hi)/float64(f)
+		}
+		x := fmt.Sprintf("%.2f", med)
+		if s.wall == 0 {
+			x = "failed"
+		} else if len(s.runs) > 1 {
+			x += fmt.Sprintf(" (%.2f-%.2f)", lo, hi)
 		}
 		rss := ""
 		if s.rssMB > 0 {

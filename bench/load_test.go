@@ -77,6 +77,57 @@ func TestDeadlockSection(t *testing.T) {
 	}
 }
 
+// TestPairedRatios: each run is read against the F of its own round, so a
+// host that slows down between rounds does not inflate the ratios; a failed
+// run counts in neither the time nor the ratio.
+func TestPairedRatios(t *testing.T) {
+	s := time.Second
+	const fName = "native ALTER ENGINE=InnoDB (in-place rebuild)"
+	rs := []result{
+		{name: fName, load: "idle", wall: 4 * s, f: 4 * s},
+		{name: "sluice", load: "load", wall: 8 * s, f: 4 * s},
+		{name: fName, load: "idle", wall: 6 * s, f: 6 * s},
+		{name: "sluice", load: "load", wall: 18 * s, f: 6 * s},
+		{name: fName, load: "idle", wall: 5 * s, f: 5 * s},
+		{name: "sluice", load: "load", wall: 1 * s, f: 5 * s, failure: "boom"},
+	}
+	ss := summarize(rs)
+	l := ss[1]
+	if l.x != 2.5 || l.xlo != 2 || l.xhi != 3 {
+		t.Errorf("paired ratios %.2f (%.2f-%.2f), want 2.50 (2.00-3.00)", l.x, l.xlo, l.xhi)
+	}
+	if l.wall != 13*s || l.lo != 8*s || l.hi != 18*s {
+		t.Errorf("times %s (%s-%s): the failed run counted", l.wall, l.lo, l.hi)
+	}
+	var b strings.Builder
+	report(&b, rs, 1000, 100, 8)
+	var fRow, row string
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(line, "sluice  ") && row == "" {
+			row = line
+		}
+		if strings.HasPrefix(line, fName) {
+			fRow = line
+		}
+	}
+	// The sluice row is paired (13 s over the median F of 5 s would be 2.60);
+	// F's own row is each F over the median F.
+	if !strings.Contains(row, "2.50 (2.00-3.00)") {
+		t.Errorf("sluice row %q", row)
+	}
+	if !strings.Contains(fRow, "1.00 (0.80-1.20)") {
+		t.Errorf("F row %q", fRow)
+	}
+	if missing := pairedRatiosOf([]result{{wall: s}}); missing {
+		t.Error("a run without F gave a paired ratio")
+	}
+}
+
+func pairedRatiosOf(rs []result) bool {
+	m, _, _ := pairedRatios(rs)
+	return m != 0
+}
+
 // TestReportVariantsAndFailures: a variant is its own row; a failure is
 // reported after the table, so it does not widen the table's first column.
 func TestReportVariantsAndFailures(t *testing.T) {
@@ -99,7 +150,7 @@ func TestReportVariantsAndFailures(t *testing.T) {
 			failed = l
 		}
 	}
-	if !strings.Contains(variant, "2.00") {
+	if !strings.Contains(variant, "2.00 (2.00-2.00)") {
 		t.Errorf("variant row %q: want 2.00 x F (8s / 4s), the median of its successful run", variant)
 	}
 	if !strings.Contains(failed, "--threads=4 (idle)") {
