@@ -69,12 +69,12 @@ type step struct {
 
 // result is one timed ALTER.
 type result struct {
-	name    string
-	load    string
-	wall    time.Duration
-	before  Window
-	during  Window
-	rssMB   float64
+	name   string
+	load   string
+	wall   time.Duration
+	before Window
+	during Window
+	rssMB  float64
 	// f is the idle in-place rebuild (F) timed last before this run, in the
 	// same round: the run's own yardstick, since the host's speed drifts.
 	f       time.Duration
@@ -255,14 +255,14 @@ type summary struct {
 	// x, xlo, xhi: the median, lowest and highest of wall/f over the runs
 	// (each run against the F of its round); zero if a run has no F.
 	x, xlo, xhi float64
-	before     Window        // throughput before, over every run (Mean: mean of the runs)
-	during     Window        // during: mean of means, lowest second, most zero seconds
-	errBefore  float64       // failed application transactions a minute, before
-	errDuring  float64       // and during
-	rssMB      float64       // the largest
-	failures   []string
-	deadlocks  int // over every run
-	toolDl     int // of which with the tool's statements
+	before      Window  // throughput before, over every run (Mean: mean of the runs)
+	during      Window  // during: mean of means, lowest second, most zero seconds
+	errBefore   float64 // failed application transactions a minute, before
+	errDuring   float64 // and during
+	rssMB       float64 // the largest
+	failures    []string
+	deadlocks   int // over every run
+	toolDl      int // of which with the tool's statements
 }
 
 // summarize groups results by ALTER and load, in order of first appearance.
