@@ -339,16 +339,11 @@ func pairedRatios(runs []result) (med, lo, hi float64) {
 		return 0, 0, 0
 	}
 	slices.Sort(xs)
-	n := len(xs)
-	med = xs[n/2]
-	if n%2 == 0 {
-		med = (xs[n/2-1] + xs[n/2]) / 2
-	}
-	return med, xs[0], xs[n-1]
+	return median(xs), xs[0], xs[len(xs)-1]
 }
 
-// median of sorted durations: the middle one, or the mean of the middle two.
-func median(d []time.Duration) time.Duration {
+// median of sorted values: the middle one, or the mean of the middle two.
+func median[T time.Duration | float64](d []T) T {
 	n := len(d)
 	if n%2 == 1 {
 		return d[n/2]
@@ -366,7 +361,7 @@ func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
 		fmt.Fprintf(w, " (median of %d, %s-%s: the host's speed drifts)", repeat, ss[0].lo.Round(time.Millisecond), ss[0].hi.Round(time.Millisecond))
 	}
 	fmt.Fprintf(w, ".\nTimes are multiples of F, each run divided by the F timed just before it in the same round")
-	if len(ss[1:]) > 0 && len(ss[len(ss)-1].runs) > 1 {
+	if len(ss) > 1 && len(ss[len(ss)-1].runs) > 1 {
 		fmt.Fprintf(w, ";\nmedians of %d interleaved runs (lowest-highest); F's own row is each F over the median F", len(ss[len(ss)-1].runs))
 	}
 	fmt.Fprintf(w, ".\n\n")

@@ -36,10 +36,7 @@ type ddlRun struct {
 func (r *ddlRun) median() time.Duration {
 	t := slices.Clone(r.times)
 	slices.Sort(t)
-	if len(t)%2 == 0 {
-		return (t[len(t)/2-1] + t[len(t)/2]) / 2
-	}
-	return t[len(t)/2]
+	return median(t)
 }
 
 // DDLSweep builds one and then three secondary indexes on the sysbench table
