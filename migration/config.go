@@ -185,10 +185,8 @@ type Result struct {
 	RowsCopied  int64
 	KeysApplied int64
 	// KeysAppliedInCopy were applied while the copy ran (a single integer
-	// key); KeysSkipped changed before the copy reached their rows, which
-	// it then read as changed, so they needed no apply.
+	// key).
 	KeysAppliedInCopy int64
-	KeysSkipped       int64
 	ChecksumRows      int64
 	ChecksumChunks    int64
 	// ChecksumSkipped names new-table columns whose type change makes a

@@ -240,12 +240,11 @@ func TestPostponedCutoverCancelled(t *testing.T) {
 	}
 }
 
-// TestCopyLeavesLockedRangeToApply: an application transaction holds a row
-// lock through the whole copy. The copy never waits for it (a waiting copy
-// holding shared locks on its range could make an application transaction a
-// deadlock victim); the range is applied row by row once the lock is gone,
-// and the new table holds the committed value.
-func TestCopyLeavesLockedRangeToApply(t *testing.T) {
+// TestCopyIgnoresApplicationRowLocks: an application transaction holds a row
+// lock through the whole copy. The copy reads without locks, so it finishes
+// while the lock is held (it commits only once the index phase has begun);
+// its change reaches the new table through the apply once it commits.
+func TestCopyIgnoresApplicationRowLocks(t *testing.T) {
 	db := tableT(t, 20000)
 	app, err := db.Begin()
 	if err != nil {
@@ -273,8 +272,8 @@ func TestCopyLeavesLockedRangeToApply(t *testing.T) {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	<-committed
-	if !strings.Contains(log.String(), "left to the apply, row by row") {
-		t.Errorf("the locked range was not left to the apply:\n%s", log.String())
+	if res.KeysApplied == 0 {
+		t.Errorf("the application's change was never applied:\n%s", log.String())
 	}
 	var v, n int
 	db.QueryRow("SELECT v FROM t WHERE id = 12345").Scan(&v)

@@ -276,13 +276,7 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 func (r *Runner) copyRows(ctx context.Context) error {
 	c, err := copier.New(copier.Config{
 		DB: r.db, Mapping: r.mapping, Key: r.key, Workers: r.cfg.CopyWorkers,
-		Chunk: chunk.Config{Target: r.cfg.ChunkTime},
-		// A range that keeps meeting the application's locks is applied
-		// key by key after the copy instead (the scheduler is held until
-		// then): a copy waiting for a lock while holding shared locks on the
-		// rest of its range could make an application transaction a
-		// deadlock victim.
-		Defer:    r.sched.Add,
+		Chunk:    chunk.Config{Target: r.cfg.ChunkTime},
 		Spans:    r.sched,
 		Throttle: r.throttle.Wait,
 	})
@@ -296,13 +290,10 @@ func (r *Runner) copyRows(ctx context.Context) error {
 		r.res.KeysAppliedInCopy = r.applier.Applied()
 		r.sched.CopyDone()
 		if !r.copyHeld {
-			r.log.Info("changes during the copy", "applied", r.res.KeysAppliedInCopy, "skipped_as_copied_later", r.sched.Skipped())
+			r.log.Info("changes during the copy", "applied", r.res.KeysAppliedInCopy)
 		}
 	}
 	r.res.RowsCopied = c.Rows()
-	if n := c.Deferred(); n > 0 && err == nil {
-		r.log.Info("ranges that kept meeting the application's row locks are left to the apply, row by row", "rows", n)
-	}
 	if errors.Is(err, copier.ErrDuplicate) {
 		return fmt.Errorf("the original table holds rows that collide under a unique key of the new table, so the migration stops (no row was dropped): %w", err)
 	}
@@ -587,7 +578,6 @@ func (r *Runner) cutover(ctx context.Context) error {
 	r.log.Info("tables swapped", "lock_held", r.res.CutoverLock.Round(time.Millisecond), "old_table", r.names.Old)
 	r.res.OldTable = r.names.Old
 	r.res.KeysApplied = r.applier.Applied()
-	r.res.KeysSkipped = r.sched.Skipped()
 	if r.cfg.DropOld {
 		// The swap is done: finish even if the run is being cancelled. A query
 		// that began before the swap still holds the old table; the guard
@@ -643,8 +633,7 @@ func (r *Runner) reportProgress(ctx context.Context) {
 		if c := r.copier.Load(); c != nil {
 			copied, est := c.Rows(), max(r.orig.EstimatedRows, 1)
 			pct := min(100, float64(copied)*100/float64(est))
-			attrs = append(attrs, "copied", copied, "estimated", est, "pct", fmt.Sprintf("%.1f", pct), "chunk", c.ChunkSize(),
-				"lock_retries", c.LockRetries())
+			attrs = append(attrs, "copied", copied, "estimated", est, "pct", fmt.Sprintf("%.1f", pct), "chunk", c.ChunkSize())
 			if r.Phase() == "copy" && copied > 0 {
 				el := time.Since(start)
 				eta := time.Duration(float64(el) * float64(max(est-copied, 0)) / float64(copied))

@@ -34,7 +34,6 @@ type Scheduler struct {
 	// changed is closed (and replaced) when workers may find new work.
 	changed chan struct{}
 	added   int64
-	skipped int64
 	// copy, while set, follows the copy (TrackCopy): keys are applied as
 	// soon as their rows are copied instead of after the whole copy.
 	copy *frontier
@@ -93,15 +92,14 @@ func (s *Scheduler) readyLocked(k rowkey.Key) {
 
 // TrackCopy makes the scheduler follow a copy over a single integer key
 // (SpanCut, SpanCopied, CopyDone): a changed key is applied as soon as every
-// range up to it is copied, waits while its range is still to be copied, and
-// is not applied at all if its range was not cut yet, since the copy reads
-// that row later. Without TrackCopy, hold the scheduler during the copy.
+// range up to it is copied, and waits while its range is still to be copied
+// (or cut). Without TrackCopy, hold the scheduler during the copy.
 func (s *Scheduler) TrackCopy() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.copy = newFrontier()
-	// Keys marked before: nothing is cut yet, so they are parked like any
-	// key beyond the copy.
+	// Keys marked before: nothing is copied yet, so they wait like any key
+	// beyond the copy.
 	for e, k := range s.ready {
 		s.copy.add(k)
 		delete(s.ready, e)
@@ -124,19 +122,18 @@ func (s *Scheduler) SpanCut(seq int, hi rowkey.Key) {
 	o, ok := ordinal(hi)
 	if !ok {
 		// Not an integer key after all: treat the range as open, so that
-		// every later key waits for the copy rather than being skipped.
+		// every later key waits for the end of the copy.
 		s.copy.cutRange(seq, 0, true)
 		return
 	}
 	s.copy.cutRange(seq, o, false)
 }
 
-// SpanCopied records that copy range seq is done; unlocked means its rows were
-// read without locks (only their keys, handed to Add).
-func (s *Scheduler) SpanCopied(seq int, unlocked bool) {
+// SpanCopied records that copy range seq is done (committed).
+func (s *Scheduler) SpanCopied(seq int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.copy == nil || !s.copy.copied(seq, unlocked) {
+	if s.copy == nil || !s.copy.copied(seq) {
 		return
 	}
 	s.releaseLocked()
@@ -151,7 +148,6 @@ func (s *Scheduler) CopyDone() {
 	}
 	s.copy.finish()
 	s.releaseLocked()
-	s.skipped += s.copy.skipped
 	s.copy = nil
 }
 
@@ -161,17 +157,6 @@ func (s *Scheduler) releaseLocked() {
 	if len(s.ready) > n && s.held == 0 && s.paused == 0 {
 		s.broadcastLocked()
 	}
-}
-
-// Skipped returns how many changed keys were not applied because the copy
-// read their rows after the change.
-func (s *Scheduler) Skipped() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.copy != nil {
-		return s.skipped + s.copy.skipped
-	}
-	return s.skipped
 }
 
 // Next takes up to max keys that are not in flight and marks them in flight.

@@ -2,6 +2,14 @@
 // ranges, with several workers at once. Each range is one server-side
 // INSERT ... SELECT: one short transaction, no row data through sluice.
 //
+// The copy reads the original without locks: in READ COMMITTED (see dbconn)
+// the SELECT of an INSERT ... SELECT is a consistent read of the latest
+// committed rows, so the application never waits for the copy and the copy
+// never waits for the application. A row changed while (or just before) its
+// range is read may be copied in its previous version; the binlog reader saw
+// that change, and the apply rewrites the row from the original once its
+// range is copied (package apply's TrackCopy).
+//
 // One goroutine cuts ranges (package ranges) of the size a chunk.Sizer asks
 // for; the workers copy them in any order. Ranges never overlap and the
 // last one is open-ended, so every row present when its range is copied lands
@@ -13,7 +21,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -40,22 +47,16 @@ type Config struct {
 	// Throttle, if set, is called before each chunk and may block (pause) or
 	// return an error (stop).
 	Throttle func(ctx context.Context) error
-	// Defer, if set, takes the keys of a range that keeps meeting locked
-	// rows, instead of a copy that would wait for the lock while holding
-	// shared locks on the rest of the range (and so could be part of a
-	// deadlock with the application). The caller applies them as changed
-	// keys after the copy, one row's current state at a time.
-	Defer func(keys ...rowkey.Key)
 	// Spans, if set, follows the ranges: SpanCut before a range's copy
-	// starts (ranges are numbered from 0 in key order), SpanCopied after it
-	// is done (unlocked: its keys went to Defer instead).
+	// starts (ranges are numbered from 0 in key order), SpanCopied once it
+	// is committed.
 	Spans Spans
 }
 
 // Spans follows the copy's ranges.
 type Spans interface {
 	SpanCut(seq int, hi rowkey.Key)
-	SpanCopied(seq int, unlocked bool)
+	SpanCopied(seq int)
 }
 
 // span is a range with its number.
@@ -71,21 +72,7 @@ type Copier struct {
 	rows   atomic.Int64
 	chunks atomic.Int64
 	cutter *ranges.Cutter
-	// lockRetries counts ranges retried because a row was locked.
-	lockRetries atomic.Int64
-	deferred    atomic.Int64
 }
-
-// maxNowait is how many times a range meets a locked row before the copy
-// defers its rows (Config.Defer) or, without Defer, waits for the lock.
-const maxNowait = 100
-
-// Deferred returns how many rows were handed to Config.Defer.
-func (c *Copier) Deferred() int64 { return c.deferred.Load() }
-
-// LockRetries returns how often a range was retried because the application
-// held a lock on one of its rows.
-func (c *Copier) LockRetries() int64 { return c.lockRetries.Load() }
 
 // New validates cfg.
 func New(cfg Config) (*Copier, error) {
@@ -144,12 +131,11 @@ func (c *Copier) Run(ctx context.Context) error {
 	for w := 0; w < c.cfg.Workers; w++ {
 		g.Go(func() error {
 			for sp := range spans {
-				unlocked, err := c.copySpan(gctx, sp.Span)
-				if err != nil {
+				if err := c.copySpan(gctx, sp.Span); err != nil {
 					return err
 				}
 				if c.cfg.Spans != nil {
-					c.cfg.Spans.SpanCopied(sp.seq, unlocked)
+					c.cfg.Spans.SpanCopied(sp.seq)
 				}
 			}
 			return nil
@@ -158,136 +144,44 @@ func (c *Copier) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// copySpan copies one range; unlocked reports that its keys went to
-// Config.Defer instead.
-func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) (unlocked bool, err error) {
+// copySpan copies one range, retrying it after a deadlock or a lock wait
+// timeout on the shadow table.
+func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 	if c.cfg.Throttle != nil {
 		if err := c.cfg.Throttle(ctx); err != nil {
-			return false, err
+			return err
 		}
 	}
 	where, args := sp.Where(c.cfg.Key)
-	// FOR SHARE: wait for rows whose change is in the binlog but not yet
-	// committed, so the copy never reads a stale version (see dbconn).
-	// NOWAIT first: while sluice never waits for a lock the application
-	// holds, it is never part of a lock-wait cycle, so the application is
-	// never made a deadlock victim by it. A range that meets a locked row is
-	// retried after a pause (application locks last milliseconds); only
-	// after many tries does the copy wait for the lock.
-	//
-	// A retry first takes the range's row locks with a count (a locking read
-	// that copies nothing), then copies in the same transaction: a row still
-	// locked then costs a count, not a copy half done and rolled back again.
-	// (The first attempt copies at once: most ranges meet no lock, and the
-	// count costs a few percent.)
-	base := c.cfg.Mapping.CopySQL() + where
-	probe := "SELECT COUNT(*) FROM " + c.cfg.Mapping.Source.Quoted() + " FORCE INDEX (PRIMARY) WHERE " + where
-	nowaits := 0
-	for attempt := 0; attempt < 20; {
-		lock := " FOR SHARE NOWAIT"
-		if nowaits >= maxNowait {
-			if c.cfg.Defer != nil {
-				return true, c.deferSpan(ctx, where, args)
-			}
-			lock = " FOR SHARE"
-		}
+	stmt := c.cfg.Mapping.CopySQL() + where
+	var err error
+	for attempt := 1; attempt <= 20; attempt++ {
 		start := time.Now()
-		var n int64
-		if nowaits == 0 {
-			var res sql.Result
-			if res, err = c.cfg.DB.ExecContext(ctx, base+lock, args...); err == nil {
-				n, err = res.RowsAffected()
+		var res sql.Result
+		if res, err = c.cfg.DB.ExecContext(ctx, stmt, args...); err == nil {
+			var n int64
+			if n, err = res.RowsAffected(); err != nil {
+				return fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err)
 			}
-		} else {
-			n, err = c.copyOnce(ctx, probe+lock, base+lock, args)
-		}
-		if err == nil {
 			c.rows.Add(n)
 			c.chunks.Add(1)
 			if sp.Hi != nil {
 				c.sizer.Observe(int(n), time.Since(start))
 			}
 			c.cutter.Observe(sp.Width, n)
-			return false, nil
+			return nil
 		}
-		var pause time.Duration
-		switch n := dbconn.ErrorNumber(err); {
-		case n == dbconn.ErrDupEntry:
-			return false, fmt.Errorf("%w: %v", ErrDuplicate, err)
-		case n == dbconn.ErrLockNowait:
-			nowaits++
-			c.lockRetries.Add(1)
-			pause = time.Duration(1+rand.IntN(5)) * time.Millisecond
-		case dbconn.Retryable(err):
-			attempt++
-			pause = time.Duration(attempt) * 20 * time.Millisecond
-		default:
-			return false, fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err)
+		switch {
+		case dbconn.ErrorNumber(err) == dbconn.ErrDupEntry:
+			return fmt.Errorf("%w: %v", ErrDuplicate, err)
+		case !dbconn.Retryable(err):
+			return fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err)
 		}
 		select {
 		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(pause):
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
 		}
 	}
-	return false, fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err)
-}
-
-// copyOnce locks the range's rows with probe, then copies them with copySQL, in
-// one transaction, and returns the rows copied.
-func (c *Copier) copyOnce(ctx context.Context, probe, copySQL string, args []any) (int64, error) {
-	tx, err := c.cfg.DB.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback()
-	var locked int64
-	if err := tx.QueryRowContext(ctx, probe, args...).Scan(&locked); err != nil {
-		return 0, err
-	}
-	res, err := tx.ExecContext(ctx, copySQL, args...)
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, err
-	}
-	return n, tx.Commit()
-}
-
-// deferSpan hands the keys of a range to Config.Defer instead of copying it.
-// The keys are read without locks: a row committed after this read is in the
-// binlog, whose reading began before the copy, so its key comes anyway.
-func (c *Copier) deferSpan(ctx context.Context, where string, args []any) error {
-	q := "SELECT " + c.cfg.Key.SelectExprs() + " FROM " + c.cfg.Mapping.Source.Quoted() + " FORCE INDEX (PRIMARY) WHERE " +
-		where + " ORDER BY " + c.cfg.Key.OrderBy()
-	rows, err := c.cfg.DB.QueryContext(ctx, q, args...)
-	if err != nil {
-		return fmt.Errorf("copy: read the keys of a range to defer: %w", err)
-	}
-	defer rows.Close()
-	var keys []rowkey.Key
-	for rows.Next() {
-		raw := make([][]byte, len(c.cfg.Key))
-		dest := make([]any, len(raw))
-		for i := range raw {
-			dest[i] = &raw[i]
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return err
-		}
-		k, err := c.cfg.Key.FromScan(raw)
-		if err != nil {
-			return err
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	c.cfg.Defer(keys...)
-	c.deferred.Add(int64(len(keys)))
-	c.rows.Add(int64(len(keys)))
-	return nil
+	return fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err)
 }

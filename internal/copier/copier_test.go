@@ -2,12 +2,10 @@ package copier
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/chunk"
-	"github.com/sluicedb/sluice/internal/rowkey"
 	"github.com/sluicedb/sluice/internal/testdb"
 )
 
@@ -25,11 +23,12 @@ func setup(t *testing.T, db *testdb.DB) *Copier {
 	return c
 }
 
-// TestCopyDoesNotWaitOnApplicationLocks holds a row lock in an application
-// transaction while the copy runs: the copy retries that range without
-// waiting, finishes once the application commits, and copies the committed
-// value of every row.
-func TestCopyDoesNotWaitOnApplicationLocks(t *testing.T) {
+// TestCopyTakesNoRowLocks: an application transaction holds uncommitted
+// changes (an update, a delete, an insert) for the whole copy. The copy reads
+// without locks, so it finishes while they are still open, and copies the
+// committed state of every row: the apply, not the copy, brings the changes
+// once they commit.
+func TestCopyTakesNoRowLocks(t *testing.T) {
 	db := testdb.New(t)
 	db.MustExec(t, "CREATE TABLE src (id INT PRIMARY KEY, v INT NOT NULL)")
 	db.Fill(t, "src", 20000, "n, n")
@@ -39,31 +38,27 @@ func TestCopyDoesNotWaitOnApplicationLocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := app.Exec("UPDATE src SET v = -1 WHERE id = 12345"); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- c.Run(context.Background()) }()
-	time.Sleep(300 * time.Millisecond)
-	if err := app.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
+	defer app.Rollback()
+	for _, q := range []string{"UPDATE src SET v = -1 WHERE id = 12345", "DELETE FROM src WHERE id = 777", "INSERT INTO src VALUES (30000, 1)"} {
+		if _, err := app.Exec(q); err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the copy did not finish")
 	}
-	if c.LockRetries() == 0 {
-		t.Error("the locked range was never retried: the test did not exercise NOWAIT")
+	// A copy that waited for these row locks would still be waiting (or
+	// retrying lock wait timeouts) at this deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Run(ctx); err != nil {
+		t.Fatalf("the copy did not finish while the application held its locks: %v", err)
 	}
-	var n, v int
+	var n, v, deleted, inserted int
 	db.QueryRow("SELECT COUNT(*) FROM dst").Scan(&n)
 	db.QueryRow("SELECT v FROM dst WHERE id = 12345").Scan(&v)
-	if n != 20000 || v != -1 {
-		t.Errorf("dst has %d rows and v=%d for the locked row; want 20000 and the committed -1", n, v)
+	db.QueryRow("SELECT COUNT(*) FROM dst WHERE id = 777").Scan(&deleted)
+	db.QueryRow("SELECT COUNT(*) FROM dst WHERE id = 30000").Scan(&inserted)
+	if n != 20000 || c.Rows() != 20000 || v != 12345 || deleted != 1 || inserted != 0 {
+		t.Errorf("dst has %d rows (copied %d), v=%d for the updated row, %d of the deleted one, %d of the inserted one; want 20000, 20000, 12345, 1, 0: the committed state",
+			n, c.Rows(), v, deleted, inserted)
 	}
 }
 
@@ -82,60 +77,5 @@ func TestCopySparseSignedKeys(t *testing.T) {
 	db.QueryRow("SELECT COUNT(*) FROM dst").Scan(&n)
 	if n != 3006 || c.Rows() != 3006 {
 		t.Errorf("copied %d rows (dst has %d), want 3006", c.Rows(), n)
-	}
-}
-
-// TestCopyDefersALockedRange: an application transaction holds a row lock
-// for longer than the copy keeps retrying. With Defer set, the copy never
-// waits for the lock (it finishes while the lock is still held) and hands the
-// keys of that range, the locked row's included, to Defer instead of copying
-// them; every other row is copied.
-func TestCopyDefersALockedRange(t *testing.T) {
-	db := testdb.New(t)
-	db.MustExec(t, "CREATE TABLE src (id INT PRIMARY KEY, v INT NOT NULL)")
-	db.Fill(t, "src", 20000, "n, n")
-	m, key := db.Mapping(t, "src", "dst", true)
-	var mu sync.Mutex
-	deferred := map[int64]bool{}
-	c, err := New(Config{
-		DB: db.DB, Key: key, Workers: 2, Mapping: m,
-		Chunk: chunk.Config{Initial: 500, Min: 100},
-		Defer: func(keys ...rowkey.Key) {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, k := range keys {
-				deferred[k[0].(int64)] = true
-			}
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	app, err := db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer app.Rollback()
-	if _, err := app.Exec("UPDATE src SET v = -1 WHERE id = 12345"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	// The lock is still held here: the copy did not wait for it.
-	if !deferred[12345] {
-		t.Fatalf("the locked row's key was not deferred (%d keys deferred)", len(deferred))
-	}
-	if int64(len(deferred)) != c.Deferred() || len(deferred) >= 10000 {
-		t.Errorf("%d keys deferred, Deferred() = %d: want the locked range only", len(deferred), c.Deferred())
-	}
-	var n, missing int
-	db.QueryRow("SELECT COUNT(*) FROM dst").Scan(&n)
-	db.QueryRow("SELECT COUNT(*) FROM src WHERE id NOT IN (SELECT id FROM dst)").Scan(&missing)
-	if n+len(deferred) != 20000 || missing != len(deferred) {
-		t.Errorf("dst has %d rows, %d are missing, %d deferred: every row must be copied or deferred, once", n, missing, len(deferred))
-	}
-	if c.Rows() != 20000 {
-		t.Errorf("Rows() = %d, want 20000 (copied or deferred)", c.Rows())
 	}
 }

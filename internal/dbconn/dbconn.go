@@ -79,13 +79,14 @@ func (c Config) Validate() error {
 //   - time_zone UTC: TIMESTAMP values keep their meaning whatever the server zone.
 //   - strict sql_mode without NO_ZERO_DATE: lossy conversions fail, existing zero
 //     dates still copy.
-//   - READ COMMITTED: sluice's reads of the original that must see the latest
-//     committed row use an explicit FOR SHARE, which in READ COMMITTED takes
-//     record locks only, no gap locks, so the application's inserts and key
-//     updates never deadlock on a gap sluice holds. The locking read waits for
-//     a transaction already written to the binlog but not yet committed in
-//     InnoDB, so sluice never copies a row's stale version. (The checksum sets
-//     REPEATABLE READ itself for its consistent snapshots.)
+//   - READ COMMITTED: the copy's INSERT ... SELECT reads the original as a
+//     consistent read, without locks. The apply, which must see the latest
+//     committed row, reads with an explicit FOR SHARE: that waits for a
+//     transaction already written to the binlog but not yet committed in
+//     InnoDB, and in READ COMMITTED takes record locks only, no gap locks, so
+//     the application's inserts and key updates never deadlock on a gap sluice
+//     holds. (The checksum sets REPEATABLE READ itself for its consistent
+//     snapshots.)
 var SessionSettings = map[string]string{
 	"time_zone":                "'+00:00'",
 	"sql_mode":                 "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'",

@@ -61,8 +61,8 @@ func (m *Mapping) SelectColumns() string {
 }
 
 // CopySQL returns "INSERT INTO target (...) SELECT ... FROM source FORCE
-// INDEX (PRIMARY) WHERE " ready for a predicate and a locking clause (FOR
-// SHARE) to be appended.
+// INDEX (PRIMARY) WHERE " ready for a predicate (and, for the apply's read,
+// a locking clause) to be appended.
 func (m *Mapping) CopySQL() string {
 	return "INSERT INTO " + m.Target.Quoted() + " (" + m.InsertColumns() + ") SELECT " + m.SelectColumns() +
 		" FROM " + m.Source.Quoted() + " FORCE INDEX (PRIMARY) WHERE "
