@@ -55,6 +55,7 @@ var toolMarkers = []string{"_sbtest1_new", "FOR SHARE", "ALTER TABLE"}
 type opResult struct {
 	rssMB  float64
 	phases string
+	spans  []phaseSpan // sluice's phases on the wall clock
 }
 
 // opFunc runs one ALTER.
@@ -77,8 +78,10 @@ type result struct {
 	rssMB  float64
 	// f is the idle in-place rebuild (F) timed last before this run, in the
 	// same round: the run's own yardstick, since the host's speed drifts.
-	f       time.Duration
-	phases  string // sluice's phase timings
+	f      time.Duration
+	phases string // sluice's phase timings
+	// lowIn names the sluice phases the load's lowest second fell in.
+	lowIn   string
 	failure string
 	// deadlocks InnoDB reported during the ALTER, and those with one of the
 	// tool's own statements in them
@@ -163,6 +166,10 @@ func Run(ctx context.Context, o Options) error {
 			l.Stop()
 			r.before = l.Between(2*time.Second, from)
 			r.during = l.Between(from, to)
+			if len(out.spans) > 0 && r.during.Seconds > 0 {
+				lo, hi := l.Second(r.during.MinAt)
+				r.lowIn = strings.Join(phasesIn(out.spans, lo, hi), "/")
+			}
 		}
 		logf("  %s", r.wall.Round(time.Millisecond))
 		results = append(results, r)
@@ -404,7 +411,11 @@ func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
 	pw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, r := range rs {
 		if r.phases != "" {
-			fmt.Fprintf(pw, "  %s\t%s\t%s\n", strings.TrimPrefix(r.name, "sluice "), r.load, r.phases)
+			low := ""
+			if r.lowIn != "" {
+				low = fmt.Sprintf("; the load's lowest second (%.0f tps) in %s", r.during.Min, r.lowIn)
+			}
+			fmt.Fprintf(pw, "  %s\t%s\t%s%s\n", strings.TrimPrefix(r.name, "sluice "), r.load, r.phases, low)
 		}
 	}
 	pw.Flush()
@@ -429,7 +440,49 @@ func (s *Server) runSluice(ctx context.Context, bin, alter string, extra []strin
 	if err != nil {
 		return opResult{rssMB: rss}, fmt.Errorf("sluice: %v: %s", err, lastLine(string(out)))
 	}
-	return opResult{rssMB: rss, phases: phaseTimes(string(out))}, nil
+	return opResult{rssMB: rss, phases: phaseTimes(string(out)), spans: phaseSpans(string(out))}, nil
+}
+
+// phaseSpan is one sluice phase on the wall clock.
+type phaseSpan struct {
+	name     string
+	from, to time.Time
+}
+
+var phaseMark = regexp.MustCompile(`time=(\S+) level=\w+ msg="phase (start|done)" phase=(\S+)`)
+
+// phaseSpans reads sluice's phases from its log.
+func phaseSpans(log string) []phaseSpan {
+	var out []phaseSpan
+	open := map[string]time.Time{}
+	for _, m := range phaseMark.FindAllStringSubmatch(log, -1) {
+		at, err := time.Parse(time.RFC3339Nano, m[1])
+		if err != nil {
+			continue
+		}
+		if m[2] == "start" {
+			open[m[3]] = at
+		} else if from, ok := open[m[3]]; ok {
+			out = append(out, phaseSpan{name: m[3], from: from, to: at})
+			delete(open, m[3])
+		}
+	}
+	return out
+}
+
+// phasesIn names the phases that overlap [from, to), in order, or says that
+// none does.
+func phasesIn(spans []phaseSpan, from, to time.Time) []string {
+	var names []string
+	for _, sp := range spans {
+		if sp.from.Before(to) && sp.to.After(from) {
+			names = append(names, sp.name)
+		}
+	}
+	if len(names) == 0 {
+		names = []string{"no phase (before or after sluice ran)"}
+	}
+	return names
 }
 
 var phaseDone = regexp.MustCompile(`msg="phase done" phase=(\S+) took=(\S+)`)

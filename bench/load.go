@@ -64,6 +64,12 @@ func (s *Server) StartLoad(ctx context.Context, db string, threads int, rate flo
 	return l, nil
 }
 
+// Second returns the wall-clock span of second i of the series (i, i+1].
+func (l *Load) Second(i int) (from, to time.Time) {
+	from = l.start.Add(time.Duration(i) * time.Second)
+	return from, from.Add(time.Second)
+}
+
 // Since returns the time since the load started.
 func (l *Load) Since() time.Duration { return time.Since(l.start) }
 
@@ -77,6 +83,7 @@ func (l *Load) Stop() {
 // Window summarises throughput between two offsets from the load's start.
 type Window struct {
 	Mean, Min float64
+	MinAt     int // the second (an index of Load's series) with the lowest throughput
 	Zero      int // seconds with no transaction at all
 	Seconds   int
 	Errors    float64 // failed transactions in all
@@ -102,7 +109,7 @@ func window(tps []float64, from, to time.Duration) Window {
 		sum += v
 		w.Seconds++
 		if w.Min < 0 || v < w.Min {
-			w.Min = v
+			w.Min, w.MinAt = v, i
 		}
 		if v == 0 {
 			w.Zero++

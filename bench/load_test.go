@@ -10,7 +10,7 @@ func TestWindow(t *testing.T) {
 	tps := []float64{100, 100, 50, 0, 0, 80, 100}
 	w := window(tps, 2*time.Second, 5500*time.Millisecond)
 	// seconds 3..6 (indexes 2..5): 50, 0, 0, 80
-	if w.Seconds != 4 || w.Mean != 32.5 || w.Min != 0 || w.Zero != 2 {
+	if w.Seconds != 4 || w.Mean != 32.5 || w.Min != 0 || w.MinAt != 3 || w.Zero != 2 {
 		t.Errorf("got %+v", w)
 	}
 	if w := window(tps, 10*time.Second, 12*time.Second); w.Seconds != 0 || w.Mean != 0 {
@@ -24,6 +24,32 @@ time=x level=INFO msg="phase done" phase=copy took=3.983s
 time=x level=INFO msg="phase done" phase=checksum took=1.46s`
 	if got := phaseTimes(log); got != "copy 4.0, checksum 1.5" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// TestPhaseSpans: the load's lowest second is matched to the sluice phases
+// running in it.
+func TestPhaseSpans(t *testing.T) {
+	log := `time=2026-11-22T01:30:17.385Z level=INFO msg="phase start" phase=copy
+time=2026-11-22T01:30:17.390Z level=INFO msg=progress phase=copy
+time=2026-11-22T01:30:20.100Z level=INFO msg="phase done" phase=copy took=2.715s
+time=2026-11-22T01:30:20.100Z level=INFO msg="phase start" phase=catch-up
+time=2026-11-22T01:30:20.400Z level=INFO msg="phase done" phase=catch-up took=300ms
+time=2026-11-22T01:30:20.400Z level=INFO msg="phase start" phase=cut-over
+time=2026-11-22T01:30:20.600Z level=INFO msg="phase done" phase=cut-over took=200ms`
+	spans := phaseSpans(log)
+	if len(spans) != 3 || spans[1].name != "catch-up" || spans[1].to.Sub(spans[1].from) != 300*time.Millisecond {
+		t.Fatalf("spans = %+v", spans)
+	}
+	at := func(s string) time.Time { v, _ := time.Parse(time.RFC3339Nano, s); return v }
+	if got := strings.Join(phasesIn(spans, at("2026-11-22T01:30:19.900Z"), at("2026-11-22T01:30:20.900Z")), "/"); got != "copy/catch-up/cut-over" {
+		t.Errorf("phases in the second = %q", got)
+	}
+	if got := phasesIn(spans, at("2026-11-22T01:30:18Z"), at("2026-11-22T01:30:19Z")); len(got) != 1 || got[0] != "copy" {
+		t.Errorf("phases in the second = %q", got)
+	}
+	if got := phasesIn(spans, at("2026-11-22T01:30:30Z"), at("2026-11-22T01:30:31Z")); !strings.HasPrefix(got[0], "no phase") {
+		t.Errorf("phases after the run = %q", got)
 	}
 }
 

@@ -135,7 +135,7 @@ func TestGuardSparesBigWriter(t *testing.T) {
 	g := guard(db, Policy{Budget: time.Second, Deadline: 3 * time.Second, KillAfter: time.Second, KillMaxRows: 1000}, &log)
 	err = g.Run(context.Background(), "instant", instant)
 	if !errors.Is(err, ErrDeadline) {
-		t.Fatalf("want ErrDeadline, got %v", err)
+		t.Fatalf("want ErrDeadline, got %v\n%s", err, log.String())
 	}
 	if !strings.Contains(err.Error(), fmt.Sprintf("connection %d", id)) || !strings.Contains(err.Error(), "3000 rows modified") ||
 		!strings.Contains(err.Error(), "not killed: its transaction modified 3000 rows, more than --kill-max-rows=1000") {
