@@ -154,14 +154,14 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 	}
 	where, args := sp.Where(c.cfg.Key)
 	stmt := c.cfg.Mapping.CopySQL() + where
-	var err error
-	for attempt := 1; attempt <= 20; attempt++ {
+	fail := func(err error) error { return fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err) }
+	for attempt := 1; ; attempt++ {
 		start := time.Now()
-		var res sql.Result
-		if res, err = c.cfg.DB.ExecContext(ctx, stmt, args...); err == nil {
-			var n int64
-			if n, err = res.RowsAffected(); err != nil {
-				return fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err)
+		res, err := c.cfg.DB.ExecContext(ctx, stmt, args...)
+		if err == nil {
+			n, err := res.RowsAffected()
+			if err != nil {
+				return fail(err)
 			}
 			c.rows.Add(n)
 			c.chunks.Add(1)
@@ -174,8 +174,8 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 		switch {
 		case dbconn.ErrorNumber(err) == dbconn.ErrDupEntry:
 			return fmt.Errorf("%w: %v", ErrDuplicate, err)
-		case !dbconn.Retryable(err):
-			return fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err)
+		case !dbconn.Retryable(err) || attempt == 20:
+			return fail(err)
 		}
 		select {
 		case <-ctx.Done():
@@ -183,5 +183,4 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 		case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err)
 }
