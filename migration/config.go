@@ -184,6 +184,9 @@ func (c *Config) validate() error {
 type Result struct {
 	RowsCopied  int64
 	KeysApplied int64
+	// CopyLanes is how many lanes the copy cut the key into (see
+	// ranges.Cutter.Lanes).
+	CopyLanes int
 	// KeysAppliedInCopy were applied while the copy ran (a single integer
 	// key).
 	KeysAppliedInCopy int64

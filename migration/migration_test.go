@@ -102,12 +102,16 @@ func TestConcurrentWritersIntegerKey(t *testing.T) {
 	}
 	res := runWithWriters(t, db, w, 40000, "MODIFY COLUMN k BIGINT NOT NULL DEFAULT 0, ADD COLUMN extra INT DEFAULT 7",
 		"id, k, c, pad", "id")
-	// An integer key: changes are applied while the copy runs, and those
-	// ahead of the copy are left to it. The table equals the model above.
+	// An integer key: the copy runs in lanes, changes are applied while it
+	// runs, and those ahead of it wait for their range. The table equals the
+	// model above.
 	if res.KeysAppliedInCopy == 0 {
 		t.Errorf("no change applied during the copy: with writers all over the key, some should be")
 	}
-	t.Logf("applied during the copy %d, checksum beside the index build %v", res.KeysAppliedInCopy, res.ChecksumWithIndex)
+	if res.CopyLanes < 2 {
+		t.Errorf("the copy ran in %d lane(s): a 40,000-row table with an integer key should be split", res.CopyLanes)
+	}
+	t.Logf("applied during the copy %d, lanes %d, checksum beside the index build %v", res.KeysAppliedInCopy, res.CopyLanes, res.ChecksumWithIndex)
 	var extra int
 	if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE extra <> 7").Scan(&extra); err != nil || extra != 0 {
 		t.Errorf("added column: %d rows without the default (%v)", extra, err)

@@ -290,10 +290,11 @@ func (r *Runner) copyRows(ctx context.Context) error {
 		r.res.KeysAppliedInCopy = r.applier.Applied()
 		r.sched.CopyDone()
 		if !r.copyHeld {
-			r.log.Info("changes during the copy", "applied", r.res.KeysAppliedInCopy)
+			r.log.Info("changes during the copy", "applied", r.res.KeysAppliedInCopy, "lanes", c.Lanes())
 		}
 	}
 	r.res.RowsCopied = c.Rows()
+	r.res.CopyLanes = c.Lanes()
 	if errors.Is(err, copier.ErrDuplicate) {
 		return fmt.Errorf("the original table holds rows that collide under a unique key of the new table, so the migration stops (no row was dropped): %w", err)
 	}

@@ -2,19 +2,24 @@ package apply
 
 import (
 	"container/heap"
+	"slices"
+	"sort"
 
 	"github.com/sluicedb/sluice/internal/rowkey"
 )
 
 // frontier follows the copy over a single integer key, so that changes can be
-// applied while the copy runs instead of all after it. The copy cuts ranges
-// in key order (each (previous bound, bound]) and finishes them in any order.
-// A changed key is then in one of two places:
+// applied while the copy runs instead of all after it. The copy may split the
+// key into lanes, consecutive key intervals it copies side by side (lane 0
+// from the bottom, the last lane open above), and cuts each lane into ranges
+// in key order (each (previous bound, bound]); it finishes them in any order.
+// A changed key belongs to the lane whose interval holds it, and is then in
+// one of two places:
 //
-//   - below the low watermark (every range up to it is copied): its row is
-//     in the shadow, so the change is applied now;
+//   - below its lane's low watermark (every range of the lane up to it is
+//     copied): its row is in the shadow, so the change is applied now;
 //   - anywhere else (in a range not yet copied, or beyond every range cut so
-//     far): it waits until the low watermark passes it, then is applied.
+//     far): it waits until the watermark passes it, then is applied.
 //
 // A key beyond the ranges cut so far cannot be dropped on the ground that the
 // copy will read its row later: the copy reads without locks, and the binlog
@@ -23,25 +28,61 @@ import (
 // row's previous version; only the apply (a locking read, which waits for the
 // commit) is sure to see the change.
 //
+// A lane is known once its first range is cut. A key that arrives before the
+// lane holding it is known waits in a lower lane, whose ranges never reach
+// it, until the copy ends: late, never early.
+//
 // Keys are compared as uint64 ordinals: unsigned values as they are, signed
 // ones with the sign bit flipped, which keeps their order.
 type frontier struct {
-	bounds []uint64 // upper bound of range number i; open for the last
-	open   []bool   // bounds[i] is open (the last range)
-	done   map[int]bool
-	next   int // the lowest range number not yet copied
-
-	low            uint64 // every key <= low is copied (if lowAny)
-	lowAny, lowAll bool
-
-	waiting keyHeap
+	lanes map[int]*lane
+	// starts holds the known lanes above lane 0 by their exclusive lower
+	// bound, ascending.
+	starts []laneStart
+	ranges map[int]rangeRef // range number -> its lane and place in it
+	all    bool             // the copy is done
+	blind  bool             // a range bound was not an integer: keys wait for the end
 	// unknown holds keys that are not a single integer, which a tracked copy
 	// never sees; they wait for the end of the copy.
 	unknown []rowkey.Key
 }
 
+type laneStart struct {
+	after uint64
+	lane  *lane
+}
+
+type rangeRef struct {
+	lane *lane
+	i    int
+}
+
+// lane is one key interval, cut into ranges in key order.
+type lane struct {
+	bounds []uint64 // upper bound of the lane's range i; open for the last lane's last
+	open   []bool
+	done   map[int]bool
+	next   int // the lowest range of the lane not yet copied
+
+	low            uint64 // every key of the lane <= low is copied (if lowAny)
+	lowAny, lowAll bool
+
+	waiting keyHeap
+}
+
 func newFrontier() *frontier {
-	return &frontier{done: map[int]bool{}, waiting: newKeyHeap()}
+	f := &frontier{lanes: map[int]*lane{}, ranges: map[int]rangeRef{}}
+	f.lane(0)
+	return f
+}
+
+func (f *frontier) lane(n int) *lane {
+	l := f.lanes[n]
+	if l == nil {
+		l = &lane{done: map[int]bool{}, waiting: newKeyHeap()}
+		f.lanes[n] = l
+	}
+	return l
 }
 
 // ordinal maps a single integer key to an order-preserving uint64.
@@ -58,72 +99,118 @@ func ordinal(k rowkey.Key) (uint64, bool) {
 	return 0, false
 }
 
-// copiedUpTo reports whether every range holding ordinal o is copied.
-func (f *frontier) copiedUpTo(o uint64) bool {
-	return f.lowAll || (f.lowAny && o <= f.low)
+// laneOf returns the known lane whose interval holds ordinal o.
+func (f *frontier) laneOf(o uint64) *lane {
+	i := sort.Search(len(f.starts), func(i int) bool { return f.starts[i].after >= o })
+	if i == 0 {
+		return f.lanes[0]
+	}
+	return f.starts[i-1].lane
+}
+
+// copiedUpTo reports whether the lane's ranges up to ordinal o are copied.
+func (l *lane) copiedUpTo(o uint64) bool {
+	return l.lowAll || (l.lowAny && o <= l.low)
 }
 
 // add places a changed key: it reports true if the key is ready now, else
 // keeps it until the copy passes it (a key that is not a single integer:
 // until the copy ends).
 func (f *frontier) add(k rowkey.Key) bool {
+	if f.all {
+		return true
+	}
 	o, ok := ordinal(k)
-	if !ok {
+	if !ok || f.blind {
 		f.unknown = append(f.unknown, k)
 		return false
 	}
-	if f.copiedUpTo(o) {
+	l := f.laneOf(o)
+	if l.copiedUpTo(o) {
 		return true
 	}
-	f.waiting.push(o, k)
+	l.waiting.push(o, k)
 	return false
 }
 
-// cutRange records range number seq, cut with upper bound hi (open: the
-// last range). Ranges must be recorded in order, before their copy starts.
-func (f *frontier) cutRange(seq int, hi uint64, open bool) {
-	for len(f.bounds) <= seq {
-		f.bounds = append(f.bounds, 0)
-		f.open = append(f.open, false)
+// cutRange records range number seq (numbered across lanes), the next range
+// of lane n, with upper bound hi (open: the last lane's last range). The
+// first range of a lane above lane 0 gives the lane's exclusive lower bound
+// after. A lane's ranges must be recorded in key order, each before its copy
+// starts.
+func (f *frontier) cutRange(seq, n int, after, hi uint64, open bool) {
+	l := f.lane(n)
+	if len(l.bounds) == 0 && n > 0 {
+		i := sort.Search(len(f.starts), func(i int) bool { return f.starts[i].after >= after })
+		f.starts = slices.Insert(f.starts, i, laneStart{after: after, lane: l})
 	}
-	f.bounds[seq], f.open[seq] = hi, open
+	f.ranges[seq] = rangeRef{lane: l, i: len(l.bounds)}
+	l.bounds = append(l.bounds, hi)
+	l.open = append(l.open, open)
 }
 
-// copied records that range seq is copied and reports whether the low
+// cutBlind records range seq of lane n whose bounds are not integers (which a
+// single integer key never gives): the lane's watermark stops before it, and
+// every key from now on waits for the end of the copy.
+func (f *frontier) cutBlind(n int) {
+	l := f.lane(n)
+	l.bounds = append(l.bounds, 0)
+	l.open = append(l.open, false)
+	f.blind = true
+}
+
+// copied records that range seq is copied and reports whether a low
 // watermark moved.
 func (f *frontier) copied(seq int) bool {
-	if seq < 0 || seq >= len(f.bounds) {
+	r, ok := f.ranges[seq]
+	if !ok {
 		return false
 	}
-	f.done[seq] = true
+	delete(f.ranges, seq)
+	l := r.lane
+	l.done[r.i] = true
 	moved := false
-	for f.done[f.next] {
-		delete(f.done, f.next)
-		if f.open[f.next] {
-			f.lowAll = true
+	for l.done[l.next] {
+		delete(l.done, l.next)
+		if l.open[l.next] {
+			l.lowAll = true
 		} else {
-			f.low, f.lowAny = f.bounds[f.next], true
+			l.low, l.lowAny = l.bounds[l.next], true
 		}
-		f.next++
+		l.next++
 		moved = true
 	}
 	return moved
 }
 
-// finish records that the whole copy is done.
-func (f *frontier) finish() {
-	f.lowAll = true
+// waiting returns how many integer keys wait for their lane's watermark.
+func (f *frontier) waiting() int {
+	n := 0
+	for _, l := range f.lanes {
+		n += l.waiting.len()
+	}
+	return n
 }
 
-// release passes every waiting key the low watermark has reached to ready.
+// finish records that the whole copy is done.
+func (f *frontier) finish() {
+	f.all = true
+	for _, l := range f.lanes {
+		l.lowAll = true
+	}
+}
+
+// release passes every waiting key a watermark has reached to ready.
 func (f *frontier) release(ready func(rowkey.Key)) {
-	if f.lowAll {
+	if f.all {
 		for _, k := range f.unknown {
 			ready(k)
 		}
 		f.unknown = nil
 	}
-	f.waiting.popWhile(f.copiedUpTo, func(_ uint64, k rowkey.Key) { ready(k) })
+	for _, l := range f.lanes {
+		l.waiting.popWhile(l.copiedUpTo, func(_ uint64, k rowkey.Key) { ready(k) })
+	}
 }
 
 // keyHeap is a set of keys ordered by ordinal.

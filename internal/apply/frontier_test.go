@@ -18,8 +18,8 @@ func readyIDs(s *Scheduler) []int64 {
 func TestTrackCopyPlacesKeys(t *testing.T) {
 	s := NewScheduler()
 	s.TrackCopy()
-	s.SpanCut(0, k(100)) // (-inf, 100]
-	s.SpanCut(1, k(200)) // (100, 200]
+	s.SpanCut(0, 0, nil, k(100))    // (-inf, 100]
+	s.SpanCut(1, 0, k(100), k(200)) // (100, 200]
 	s.Add(k(50), k(150), k(250), k(-5))
 	if got := readyIDs(s); len(got) != 0 {
 		t.Fatalf("nothing is copied yet, but %v were ready", got)
@@ -39,7 +39,7 @@ func TestTrackCopyPlacesKeys(t *testing.T) {
 	if got := readyIDs(s); !slices.Equal(got, []int64{120}) {
 		t.Fatalf("ready = %v, want [120]", got)
 	}
-	s.SpanCut(2, k(300))
+	s.SpanCut(2, 0, k(200), k(300))
 	if got := readyIDs(s); len(got) != 0 {
 		t.Fatalf("250's range is cut but not copied, yet %v were ready", got)
 	}
@@ -49,7 +49,7 @@ func TestTrackCopyPlacesKeys(t *testing.T) {
 	if got := readyIDs(s); !slices.Equal(got, []int64{250}) {
 		t.Fatalf("ready = %v, want [250]", got)
 	}
-	s.SpanCut(3, nil) // the last, open range
+	s.SpanCut(3, 0, k(300), nil) // the last, open range
 	s.Add(k(1 << 40))
 	if s.Backlog() != 1 {
 		t.Fatalf("a key in the open range must wait, backlog = %d", s.Backlog())
@@ -70,7 +70,7 @@ func TestTrackCopyUnsignedAndNegativeOrder(t *testing.T) {
 	}
 	s := NewScheduler()
 	s.TrackCopy()
-	s.SpanCut(0, rowkey.Key{uint64(1 << 63)})
+	s.SpanCut(0, 0, nil, rowkey.Key{uint64(1 << 63)})
 	s.Add(rowkey.Key{uint64(1<<63 + 1)}, rowkey.Key{uint64(5)})
 	s.SpanCopied(0)
 	b := s.Next(10)
@@ -82,7 +82,7 @@ func TestTrackCopyUnsignedAndNegativeOrder(t *testing.T) {
 func TestTrackCopyInFlightKeyRunsAgain(t *testing.T) {
 	s := NewScheduler()
 	s.TrackCopy()
-	s.SpanCut(0, k(10))
+	s.SpanCut(0, 0, nil, k(10))
 	s.SpanCopied(0)
 	s.Add(k(3))
 	b := s.Next(10)
@@ -96,12 +96,13 @@ func TestTrackCopyInFlightKeyRunsAgain(t *testing.T) {
 	}
 }
 
-// TestTrackCopyModel drives random ranges, changes and completion orders and
-// checks the two properties that matter against a direct model: every changed
-// key is applied after the copy of its range (whenever the range was cut),
-// and no key is applied before its range is copied.
+// TestTrackCopyModel drives random ranges split into 1 to 4 lanes, changes,
+// cut and completion orders and checks the two properties that matter
+// against a direct model: every changed key is applied after the copy of its
+// range (whenever the range was cut), and no key is applied before its range
+// is copied.
 func TestTrackCopyModel(t *testing.T) {
-	for seed := uint64(0); seed < 200; seed++ {
+	for seed := uint64(0); seed < 500; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		s := NewScheduler()
 		s.TrackCopy()
@@ -120,6 +121,26 @@ func TestTrackCopyModel(t *testing.T) {
 			return len(bounds) // the open range
 		}
 		n := len(bounds) + 1
+		// Lanes: consecutive groups of ranges, each cut in key order, the
+		// lanes' cuts interleaved at random.
+		lanes := 1 + rng.IntN(4)
+		firsts := []int{0}
+		for _, f := range rng.Perm(n - 1)[:lanes-1] {
+			firsts = append(firsts, f+1)
+		}
+		slices.Sort(firsts)
+		laneOf := func(ri int) int {
+			l := 0
+			for j, f := range firsts {
+				if ri >= f {
+					l = j
+				}
+			}
+			return l
+		}
+		nextOfLane := slices.Clone(firsts) // the next range each lane cuts
+		endOfLane := append(slices.Clone(firsts[1:]), n)
+		rangeOfSeq := map[int]int{}
 		cutAt := make([]int, n) // step at which range i was cut
 		copiedAt := make([]int, n)
 		for i := range cutAt {
@@ -139,19 +160,35 @@ func TestTrackCopyModel(t *testing.T) {
 				changes = append(changes, change{key, step})
 				s.Add(k(key))
 			case r < 6 && cut < n:
-				if cut < len(bounds) {
-					s.SpanCut(cut, k(bounds[cut]))
-				} else {
-					s.SpanCut(cut, nil)
+				var open []int
+				for j := range nextOfLane {
+					if nextOfLane[j] < endOfLane[j] {
+						open = append(open, j)
+					}
 				}
-				cutAt[cut] = step
+				lane := open[rng.IntN(len(open))]
+				ri := nextOfLane[lane]
+				nextOfLane[lane]++
+				var lo, hi rowkey.Key
+				if ri > 0 {
+					lo = k(bounds[ri-1])
+				}
+				if ri < len(bounds) {
+					hi = k(bounds[ri])
+				}
+				if laneOf(ri) != lane {
+					t.Fatalf("model: range %d is not in lane %d", ri, lane)
+				}
+				s.SpanCut(cut, lane, lo, hi)
+				rangeOfSeq[cut] = ri
+				cutAt[ri] = step
 				pending = append(pending, cut)
 				cut++
 			case len(pending) > 0:
 				i := rng.IntN(len(pending))
 				seq := pending[i]
 				pending = append(pending[:i], pending[i+1:]...)
-				copiedAt[seq] = step
+				copiedAt[rangeOfSeq[seq]] = step
 				s.SpanCopied(seq)
 			}
 			for _, key := range s.Next(1 << 20) {
@@ -172,15 +209,15 @@ func TestTrackCopyModel(t *testing.T) {
 				}
 			}
 			if !ok {
-				t.Fatalf("seed %d: key %d changed at step %d (range %d cut at %d, copied at %d) was never applied after its copy: %v",
-					seed, c.key, c.step, ri, cutAt[ri], copiedAt[ri], applied[c.key])
+				t.Fatalf("seed %d, %d lanes: key %d changed at step %d (range %d cut at %d, copied at %d) was never applied after its copy: %v",
+					seed, lanes, c.key, c.step, ri, cutAt[ri], copiedAt[ri], applied[c.key])
 			}
 		}
 		for key, steps := range applied {
 			ri := rangeOf(key)
 			for _, at := range steps {
 				if copiedAt[ri] == -1 && at < 1<<30 || at < copiedAt[ri] {
-					t.Fatalf("seed %d: key %d applied at step %d before its range was copied (step %d)", seed, key, at, copiedAt[ri])
+					t.Fatalf("seed %d, %d lanes: key %d applied at step %d before its range was copied (step %d)", seed, lanes, key, at, copiedAt[ri])
 				}
 			}
 		}
@@ -198,15 +235,57 @@ func TestTrackCopyHoldsKeysMarkedBefore(t *testing.T) {
 	if got := readyIDs(s); len(got) != 0 {
 		t.Fatalf("keys %v handed out before any range was copied", got)
 	}
-	s.SpanCut(0, k(100))
+	s.SpanCut(0, 0, nil, k(100))
 	s.SpanCopied(0)
 	if got := readyIDs(s); !slices.Equal(got, []int64{5}) {
 		t.Fatalf("ready after range 0 = %v, want [5]", got)
 	}
-	s.SpanCut(1, nil)
+	s.SpanCut(1, 0, k(100), nil)
 	s.SpanCopied(1)
 	s.CopyDone()
 	if got := readyIDs(s); !slices.Equal(got, []int64{500}) {
 		t.Fatalf("ready after the copy = %v, want [500]", got)
+	}
+}
+
+// TestTrackCopyLanes: with the key split into lanes, a change is applied as
+// soon as its own lane's ranges up to it are copied, whatever the other
+// lanes' progress; a change that arrives before its lane is known waits for
+// the end of the copy.
+func TestTrackCopyLanes(t *testing.T) {
+	s := NewScheduler()
+	s.TrackCopy()
+	s.SpanCut(0, 0, nil, k(100))    // lane 0: (-inf, 100]
+	s.Add(k(250))                   // lane 1 is not known yet
+	s.SpanCut(1, 1, k(200), k(300)) // lane 1: (200, 300]
+	s.SpanCut(2, 0, k(100), k(200)) // lane 0: (100, 200]
+	s.SpanCut(3, 1, k(300), nil)    // lane 1: (300, +inf)
+	s.Add(k(150), k(260), k(1000), k(-7))
+	s.SpanCopied(1)
+	if got := readyIDs(s); !slices.Equal(got, []int64{260}) {
+		t.Fatalf("after lane 1's first range: ready = %v, want [260]", got)
+	}
+	s.SpanCopied(2) // lane 0's second range, before its first
+	if got := readyIDs(s); len(got) != 0 {
+		t.Fatalf("lane 0's first range is not copied, yet %v were ready", got)
+	}
+	s.SpanCopied(0)
+	if got := readyIDs(s); !slices.Equal(got, []int64{-7, 150}) {
+		t.Fatalf("after lane 0: ready = %v, want [-7 150]", got)
+	}
+	s.SpanCopied(3)
+	if got := readyIDs(s); !slices.Equal(got, []int64{1000}) {
+		t.Fatalf("after lane 1's open range: ready = %v, want [1000]", got)
+	}
+	s.Add(k(120), k(5000))
+	if got := readyIDs(s); !slices.Equal(got, []int64{120, 5000}) {
+		t.Fatalf("keys behind both watermarks: ready = %v", got)
+	}
+	if s.Backlog() != 1 {
+		t.Fatalf("backlog = %d, want 250 still waiting", s.Backlog())
+	}
+	s.CopyDone()
+	if got := readyIDs(s); !slices.Equal(got, []int64{250}) {
+		t.Fatalf("after the copy: ready = %v, want [250]", got)
 	}
 }

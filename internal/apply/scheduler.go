@@ -106,27 +106,36 @@ func (s *Scheduler) TrackCopy() {
 	}
 }
 
-// SpanCut records that copy range seq (numbered from 0 in key order), with
-// upper bound hi (nil: the last, open range), is about to be copied. It must
-// be called in order and before the range's copy starts.
-func (s *Scheduler) SpanCut(seq int, hi rowkey.Key) {
+// SpanCut records that copy range seq (numbered from 0 across lanes), the
+// next range of lane lane in key order, is about to be copied: (lo, hi], a
+// nil bound open. A lane's first range gives its lower bound (lane 0 is open
+// below); the last lane's last range is open above. It must be called before
+// the range's copy starts.
+func (s *Scheduler) SpanCut(seq, lane int, lo, hi rowkey.Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.copy == nil {
 		return
 	}
+	var after uint64
+	if lo != nil {
+		o, ok := ordinal(lo)
+		if !ok {
+			s.copy.cutBlind(lane)
+			return
+		}
+		after = o
+	}
 	if hi == nil {
-		s.copy.cutRange(seq, 0, true)
+		s.copy.cutRange(seq, lane, after, 0, true)
 		return
 	}
 	o, ok := ordinal(hi)
 	if !ok {
-		// Not an integer key after all: treat the range as open, so that
-		// every later key waits for the end of the copy.
-		s.copy.cutRange(seq, 0, true)
+		s.copy.cutBlind(lane)
 		return
 	}
-	s.copy.cutRange(seq, o, false)
+	s.copy.cutRange(seq, lane, after, o, false)
 }
 
 // SpanCopied records that copy range seq is done (committed).
@@ -277,7 +286,7 @@ func (s *Scheduler) Backlog() int {
 	defer s.mu.Unlock()
 	n := len(s.ready) + len(s.inflight)
 	if s.copy != nil {
-		n += s.copy.waiting.len() + len(s.copy.unknown)
+		n += s.copy.waiting() + len(s.copy.unknown)
 	}
 	return n
 }

@@ -48,14 +48,16 @@ type Config struct {
 	// return an error (stop).
 	Throttle func(ctx context.Context) error
 	// Spans, if set, follows the ranges: SpanCut before a range's copy
-	// starts (ranges are numbered from 0 in key order), SpanCopied once it
-	// is committed.
+	// starts (ranges are numbered from 0 in the order they are cut, in key
+	// order within each lane: a large table with a single integer key is
+	// copied in one lane per worker, see ranges.Cutter.Lanes), SpanCopied
+	// once it is committed.
 	Spans Spans
 }
 
 // Spans follows the copy's ranges.
 type Spans interface {
-	SpanCut(seq int, hi rowkey.Key)
+	SpanCut(seq, lane int, lo, hi rowkey.Key)
 	SpanCopied(seq int)
 }
 
@@ -91,6 +93,17 @@ func (c *Copier) Rows() int64 { return c.rows.Load() }
 // Chunks returns how many chunks have been copied so far.
 func (c *Copier) Chunks() int64 { return c.chunks.Load() }
 
+// Lanes returns how many lanes the key was cut into (1 for a key that is
+// not a single integer, or a small table). Call it after Run.
+func (c *Copier) Lanes() int {
+	if cut := c.cutter; cut != nil {
+		if n := cut.LanesUsed(); n > 0 {
+			return n
+		}
+	}
+	return 1
+}
+
 // ChunkSize returns the current chunk size in rows.
 func (c *Copier) ChunkSize() int { return c.sizer.Size() }
 
@@ -103,6 +116,7 @@ func (c *Copier) Run(ctx context.Context) error {
 	c.cutter = &ranges.Cutter{
 		DB: c.cfg.DB, Table: c.cfg.Mapping.Source.Quoted(), Key: c.cfg.Key,
 		Size: c.sizer.Size, EstimatedRows: c.cfg.Mapping.Source.EstimatedRows,
+		Lanes: c.cfg.Workers,
 	}
 	g.Go(func() error {
 		defer close(cut)
@@ -117,7 +131,7 @@ func (c *Copier) Run(ctx context.Context) error {
 		seq := 0
 		for sp := range cut {
 			if c.cfg.Spans != nil {
-				c.cfg.Spans.SpanCut(seq, sp.Hi)
+				c.cfg.Spans.SpanCut(seq, sp.Lane, sp.Lo, sp.Hi)
 			}
 			select {
 			case spans <- span{Span: sp, seq: seq}:

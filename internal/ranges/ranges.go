@@ -22,10 +22,12 @@ import (
 )
 
 // Span is the key range (Lo, Hi]; a nil bound is open. Width is the number of
-// key values of a bounded range cut by arithmetic, else 0.
+// key values of a bounded range cut by arithmetic, else 0. Lane is the lane
+// it belongs to (see Cutter.Lanes).
 type Span struct {
 	Lo, Hi rowkey.Key
 	Width  uint64
+	Lane   int
 }
 
 // Where returns the predicate selecting the span's rows, and its arguments.
@@ -61,8 +63,16 @@ type Cutter struct {
 	Size  func() int
 	// EstimatedRows seeds the density of an integer key (0: assume dense).
 	EstimatedRows int64
+	// Lanes, if above 1, splits a single integer key of a large enough
+	// table into that many lanes of equal key width and hands out their
+	// ranges in turn: ranges copied at the same time then lie far apart in
+	// the key, so that concurrent inserts into the new table's primary key
+	// do not contend for the same index pages. Ranges are in key order
+	// within a lane; other keys are always one lane.
+	Lanes int
 
 	keys, rows atomic.Uint64
+	lanes      atomic.Int32
 }
 
 // Observe records that a span of width key values held rows rows.
@@ -72,6 +82,10 @@ func (c *Cutter) Observe(width uint64, rows int64) {
 		c.rows.Add(uint64(rows))
 	}
 }
+
+// LanesUsed returns how many lanes Run cut the key into (0 before it
+// decided).
+func (c *Cutter) LanesUsed() int { return int(c.lanes.Load()) }
 
 // Run sends spans to out until the key is covered or ctx ends. It does not
 // close out.
@@ -154,14 +168,19 @@ func (c *Cutter) integers(ctx context.Context, out chan<- Span, unsigned bool) e
 		}
 		return rowkey.Key{int64(min + off)}
 	}
-	p := &Planner{Total: total, Density: density}
+	lanes := 1
+	if size := float64(c.Size()); c.Lanes > 1 && float64(total)*density >= float64(c.Lanes)*minLaneRanges*math.Max(size, 1) {
+		lanes = c.Lanes
+	}
+	p := NewLanePlanner(total, density, lanes)
+	c.lanes.Store(int32(len(p.lanes)))
 	for {
 		d, ok := c.density()
-		s, more := p.Next(c.Size(), d, ok)
+		s, lane, more := p.Next(c.Size(), d, ok)
 		if !more {
 			return nil
 		}
-		sp := Span{Width: s.Width}
+		sp := Span{Width: s.Width, Lane: lane}
 		if s.HasLo {
 			sp.Lo = value(s.Lo)
 		}
@@ -173,6 +192,10 @@ func (c *Cutter) integers(ctx context.Context, out chan<- Span, unsigned bool) e
 		}
 	}
 }
+
+// minLaneRanges is how many ranges a lane must hold at least, as first
+// estimated, for a key to be split into lanes.
+const minLaneRanges = 8
 
 // density returns the observed rows per key value, or ok=false before any
 // range has been observed. Empty ranges count: (rows+1)/(keys+1) falls fast
@@ -239,6 +262,74 @@ func (p *Planner) Next(size int, observed float64, ok bool) (OffsetSpan, bool) {
 	}
 	p.prev, p.started = end, true
 	return s, true
+}
+
+// LanePlanner yields the spans covering offsets 0..Total split into lanes of
+// equal width, each cut by its own Planner, taking one span from each
+// unfinished lane in turn. Lane 0's first span is open below and the last
+// lane's last span open above; every other lane boundary is a closed bound.
+// It is pure.
+type LanePlanner struct {
+	lanes []lanePlan
+	next  int
+}
+
+type lanePlan struct {
+	p           Planner
+	base        uint64 // the lane's first offset
+	end         uint64 // the lane's last offset
+	first, last bool   // lane 0, the last lane
+}
+
+// NewLanePlanner splits offsets 0..total into n lanes (fewer if total is
+// smaller than n).
+func NewLanePlanner(total uint64, density float64, n int) *LanePlanner {
+	if n < 1 {
+		n = 1
+	}
+	if total < uint64(n) {
+		n = int(max(total, 1))
+	}
+	per := total / uint64(n)
+	lp := &LanePlanner{}
+	for i := range n {
+		base := uint64(i) * per
+		end := total
+		if i < n-1 {
+			end = uint64(i+1)*per - 1
+		}
+		lp.lanes = append(lp.lanes, lanePlan{
+			p:    Planner{Total: end - base, Density: density},
+			base: base, end: end, first: i == 0, last: i == n-1,
+		})
+	}
+	return lp
+}
+
+// Next returns the next span of about size rows and its lane, using observed
+// as the density when ok, and false once every lane is done.
+func (lp *LanePlanner) Next(size int, observed float64, ok bool) (OffsetSpan, int, bool) {
+	for range lp.lanes {
+		i := lp.next
+		lp.next = (lp.next + 1) % len(lp.lanes)
+		l := &lp.lanes[i]
+		s, more := l.p.Next(size, observed, ok)
+		if !more {
+			continue
+		}
+		out := OffsetSpan{Lo: l.base + s.Lo, HasLo: s.HasLo, Hi: l.base + s.Hi, HasHi: s.HasHi}
+		if !s.HasLo && !l.first {
+			out.Lo, out.HasLo = l.base-1, true
+		}
+		if !s.HasHi && !l.last {
+			out.Hi, out.HasHi = l.end, true
+		}
+		if out.HasLo && out.HasHi {
+			out.Width = out.Hi - out.Lo
+		}
+		return out, i, true
+	}
+	return OffsetSpan{}, 0, false
 }
 
 // parseBounds reads MIN and MAX of an integer key as uint64 (two's complement

@@ -1,7 +1,9 @@
 package ranges
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -104,6 +106,81 @@ func TestDensityFallsOverEmptyRanges(t *testing.T) {
 		n++
 		if n > 200 {
 			t.Fatalf("still cutting after %d ranges", n)
+		}
+	}
+}
+
+// TestLanePlannerTiles: the lanes' spans, taken in turn, tile 0..Total with
+// no gap or overlap, in key order within each lane; only the very first span
+// is open below and only the very last open above.
+func TestLanePlannerTiles(t *testing.T) {
+	for _, tc := range []struct {
+		total   uint64
+		density float64
+		lanes   int
+	}{{99_999, 1, 4}, {100_000, 1, 3}, {7, 1, 4}, {2, 1, 4}, {0, 1, 4}, {math.MaxUint64, 1e-15, 4}, {50_000, 1, 1}} {
+		lp := NewLanePlanner(tc.total, tc.density, tc.lanes)
+		type got struct {
+			s    OffsetSpan
+			lane int
+		}
+		var all []got
+		var order []int
+		for i := 0; ; i++ {
+			if i > 100_000 {
+				t.Fatalf("%+v: never finished", tc)
+			}
+			s, lane, ok := lp.Next(1000, 0, false)
+			if !ok {
+				break
+			}
+			order = append(order, lane)
+			all = append(all, got{s, lane})
+		}
+		slices.SortFunc(all, func(a, b got) int {
+			if !a.s.HasLo {
+				return -1
+			}
+			if !b.s.HasLo {
+				return 1
+			}
+			return cmp.Compare(a.s.Lo, b.s.Lo)
+		})
+		if all[0].s.HasLo || all[0].lane != 0 {
+			t.Fatalf("%+v: the first span must be lane 0's, open below: %+v", tc, all[0])
+		}
+		for i := 1; i < len(all); i++ {
+			p, c := all[i-1], all[i]
+			if !p.s.HasHi || !c.s.HasLo || c.s.Lo != p.s.Hi {
+				t.Fatalf("%+v: span %+v does not start where %+v ended", tc, c, p)
+			}
+			if c.lane < p.lane {
+				t.Fatalf("%+v: lanes out of key order: %+v after %+v", tc, c, p)
+			}
+			if c.s.HasHi && c.s.Width != c.s.Hi-c.s.Lo {
+				t.Fatalf("%+v: width %d of %+v", tc, c.s.Width, c)
+			}
+		}
+		if last := all[len(all)-1]; last.s.HasHi {
+			t.Fatalf("%+v: the last span must be open above: %+v", tc, last)
+		}
+		lanes := map[int]bool{}
+		for _, g := range all {
+			lanes[g.lane] = true
+		}
+		want := tc.lanes
+		if tc.total < uint64(tc.lanes) {
+			want = int(max(tc.total, 1))
+		}
+		if len(lanes) != want {
+			t.Errorf("%+v: %d lanes used, want %d", tc, len(lanes), want)
+		}
+		// In turn: the first round takes one span from each lane.
+		for i := range min(want, len(order)) {
+			if order[i] != i {
+				t.Errorf("%+v: lanes not taken in turn: %v", tc, order)
+				break
+			}
 		}
 	}
 }
