@@ -286,15 +286,15 @@ func (r *Runner) copyRows(ctx context.Context) error {
 	r.copier.Store(c)
 	err = c.Run(ctx)
 	r.res.Throttled = r.throttle.Throttled()
+	r.res.CopyLanes = c.Lanes()
 	if err == nil {
 		r.res.KeysAppliedInCopy = r.applier.Applied()
 		r.sched.CopyDone()
 		if !r.copyHeld {
-			r.log.Info("changes during the copy", "applied", r.res.KeysAppliedInCopy, "lanes", c.Lanes())
+			r.log.Info("changes during the copy", "applied", r.res.KeysAppliedInCopy, "lanes", r.res.CopyLanes)
 		}
 	}
 	r.res.RowsCopied = c.Rows()
-	r.res.CopyLanes = c.Lanes()
 	if errors.Is(err, copier.ErrDuplicate) {
 		return fmt.Errorf("the original table holds rows that collide under a unique key of the new table, so the migration stops (no row was dropped): %w", err)
 	}

@@ -35,7 +35,7 @@ import (
 // Keys are compared as uint64 ordinals: unsigned values as they are, signed
 // ones with the sign bit flipped, which keeps their order.
 type frontier struct {
-	lanes map[int]*lane
+	lanes []*lane // by lane number
 	// starts holds the known lanes above lane 0 by their exclusive lower
 	// bound, ascending.
 	starts []laneStart
@@ -71,18 +71,23 @@ type lane struct {
 }
 
 func newFrontier() *frontier {
-	f := &frontier{lanes: map[int]*lane{}, ranges: map[int]rangeRef{}}
+	f := &frontier{ranges: map[int]rangeRef{}}
 	f.lane(0)
 	return f
 }
 
+// lane returns lane n, creating the lanes up to it.
 func (f *frontier) lane(n int) *lane {
-	l := f.lanes[n]
-	if l == nil {
-		l = &lane{done: map[int]bool{}, waiting: newKeyHeap()}
-		f.lanes[n] = l
+	for len(f.lanes) <= n {
+		f.lanes = append(f.lanes, &lane{done: map[int]bool{}, waiting: newKeyHeap()})
 	}
-	return l
+	return f.lanes[n]
+}
+
+// startIndex returns the index in starts of the first lane whose exclusive
+// lower bound is at or above ordinal o.
+func (f *frontier) startIndex(o uint64) int {
+	return sort.Search(len(f.starts), func(i int) bool { return f.starts[i].after >= o })
 }
 
 // ordinal maps a single integer key to an order-preserving uint64.
@@ -101,7 +106,7 @@ func ordinal(k rowkey.Key) (uint64, bool) {
 
 // laneOf returns the known lane whose interval holds ordinal o.
 func (f *frontier) laneOf(o uint64) *lane {
-	i := sort.Search(len(f.starts), func(i int) bool { return f.starts[i].after >= o })
+	i := f.startIndex(o)
 	if i == 0 {
 		return f.lanes[0]
 	}
@@ -117,9 +122,6 @@ func (l *lane) copiedUpTo(o uint64) bool {
 // keeps it until the copy passes it (a key that is not a single integer:
 // until the copy ends).
 func (f *frontier) add(k rowkey.Key) bool {
-	if f.all {
-		return true
-	}
 	o, ok := ordinal(k)
 	if !ok || f.blind {
 		f.unknown = append(f.unknown, k)
@@ -141,8 +143,7 @@ func (f *frontier) add(k rowkey.Key) bool {
 func (f *frontier) cutRange(seq, n int, after, hi uint64, open bool) {
 	l := f.lane(n)
 	if len(l.bounds) == 0 && n > 0 {
-		i := sort.Search(len(f.starts), func(i int) bool { return f.starts[i].after >= after })
-		f.starts = slices.Insert(f.starts, i, laneStart{after: after, lane: l})
+		f.starts = slices.Insert(f.starts, f.startIndex(after), laneStart{after: after, lane: l})
 	}
 	f.ranges[seq] = rangeRef{lane: l, i: len(l.bounds)}
 	l.bounds = append(l.bounds, hi)

@@ -275,10 +275,9 @@ type LanePlanner struct {
 }
 
 type lanePlan struct {
-	p           Planner
-	base        uint64 // the lane's first offset
-	end         uint64 // the lane's last offset
-	first, last bool   // lane 0, the last lane
+	p    Planner
+	base uint64 // the lane's first offset
+	end  uint64 // the lane's last offset
 }
 
 // NewLanePlanner splits offsets 0..total into n lanes (fewer if total is
@@ -298,10 +297,7 @@ func NewLanePlanner(total uint64, density float64, n int) *LanePlanner {
 		if i < n-1 {
 			end = uint64(i+1)*per - 1
 		}
-		lp.lanes = append(lp.lanes, lanePlan{
-			p:    Planner{Total: end - base, Density: density},
-			base: base, end: end, first: i == 0, last: i == n-1,
-		})
+		lp.lanes = append(lp.lanes, lanePlan{p: Planner{Total: end - base, Density: density}, base: base, end: end})
 	}
 	return lp
 }
@@ -318,10 +314,10 @@ func (lp *LanePlanner) Next(size int, observed float64, ok bool) (OffsetSpan, in
 			continue
 		}
 		out := OffsetSpan{Lo: l.base + s.Lo, HasLo: s.HasLo, Hi: l.base + s.Hi, HasHi: s.HasHi}
-		if !s.HasLo && !l.first {
+		if !s.HasLo && i > 0 {
 			out.Lo, out.HasLo = l.base-1, true
 		}
-		if !s.HasHi && !l.last {
+		if !s.HasHi && i < len(lp.lanes)-1 {
 			out.Hi, out.HasHi = l.end, true
 		}
 		if out.HasLo && out.HasHi {
