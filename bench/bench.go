@@ -24,6 +24,7 @@ type Options struct {
 	LoadRatio   float64
 	Baseline    time.Duration // load before each timed ALTER (default 10s)
 	SkipFull    bool          // skip the unthrottled-load runs
+	IdleOnly    bool          // only the idle rounds (no capacity, no load)
 	SluiceOnly  bool          // time only F and sluice (for tuning sluice)
 	SluiceArgs  []string      // extra flags for every sluice run
 	// Variants are further sluice runs, each with its own extra flags
@@ -224,6 +225,10 @@ func Run(ctx context.Context, o Options) error {
 	if err := run(idle, 0); err != nil {
 		return err
 	}
+	if o.IdleOnly {
+		report(o.Out, results, o.Rows, 0, o.LoadThreads)
+		return nil
+	}
 
 	// What the server sustains.
 	if err := s.reset(ctx, o.Rows); err != nil {
@@ -362,7 +367,11 @@ func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
 	ss := summarize(rs)
 	f := ss[0].wall
 	repeat := len(ss[0].runs)
-	fmt.Fprintf(w, "\nsluice benchmark: %d-row sysbench sbtest1, MySQL sandbox, %d-thread oltp_read_write load (capacity %.0f tps)\n", rows, threads, capacity)
+	if capacity > 0 {
+		fmt.Fprintf(w, "\nsluice benchmark: %d-row sysbench sbtest1, MySQL sandbox, %d-thread oltp_read_write load (capacity %.0f tps)\n", rows, threads, capacity)
+	} else {
+		fmt.Fprintf(w, "\nsluice benchmark: %d-row sysbench sbtest1, MySQL sandbox, idle\n", rows)
+	}
 	fmt.Fprintf(w, "F = native in-place rebuild, idle = %s", f.Round(time.Millisecond))
 	if repeat > 1 {
 		fmt.Fprintf(w, " (median of %d, %s-%s: the host's speed drifts)", repeat, ss[0].lo.Round(time.Millisecond), ss[0].hi.Round(time.Millisecond))

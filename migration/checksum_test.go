@@ -22,15 +22,20 @@ func TestChecksumCatchesDamage(t *testing.T) {
 		`CREATE TABLE one (id INT PRIMARY KEY, a VARCHAR(20) NOT NULL, b VARCHAR(20) NULL, n INT NULL)`,
 		`CREATE TABLE mixed (id INT PRIMARY KEY, a VARCHAR(20) CHARACTER SET latin1 NOT NULL,
 			b VARCHAR(20) CHARACTER SET utf8mb4 NULL, n INT NULL)`)
+	// notnull: no column may be NULL (every row hashed by the CONCAT form).
+	db.MustExec(t, `CREATE TABLE notnull (id INT PRIMARY KEY, a VARCHAR(20) NOT NULL, b VARCHAR(20) NOT NULL, n INT NOT NULL)`)
 	// indexed: a secondary index, so the checksum runs beside its build
 	// (damaged as the index phase starts, before the checksum's snapshot).
 	db.MustExec(t, `CREATE TABLE indexed (id INT PRIMARY KEY, a VARCHAR(20) NOT NULL, b VARCHAR(20) NULL, n INT NULL, KEY by_a (a))`)
-	for _, tb := range []string{"one", "mixed", "indexed"} {
-		rows := 5000
+	for _, tb := range []string{"one", "mixed", "indexed", "notnull"} {
+		rows, n := 5000, "IF(n % 5 = 0, NULL, n)"
 		if tb == "indexed" {
 			rows = 100000 // a build long enough to be seen running
 		}
-		db.Fill(t, tb, rows, "n, CONCAT('a', n), IF(n % 3 = 0, '', CONCAT('b', n)), IF(n % 5 = 0, NULL, n)")
+		if tb == "notnull" {
+			n = "n"
+		}
+		db.Fill(t, tb, rows, "n, CONCAT('a', n), IF(n % 3 = 0, '', CONCAT('b', n)), "+n)
 	}
 	cases := []struct{ table, damage string }{
 		{"one", "UPDATE _one_new SET a = 'changed' WHERE id = 17"},
@@ -41,13 +46,21 @@ func TestChecksumCatchesDamage(t *testing.T) {
 		{"one", "UPDATE _one_new SET a = 'a12', b = 'b11' WHERE id = 11"}, // row 12's value in row 11
 		{"mixed", "UPDATE _mixed_new SET b = 'changed' WHERE id = 17"},
 		{"mixed", "UPDATE _mixed_new SET b = NULL WHERE id = 3"},
+		{"notnull", "UPDATE _notnull_new SET a = 'changed' WHERE id = 17"},
+		{"notnull", "UPDATE _notnull_new SET n = 6 WHERE id = 5"},
+		{"notnull", "UPDATE _notnull_new SET a = 'a12', b = 'b11' WHERE id = 11"},
+		{"notnull", "DELETE FROM _notnull_new WHERE id = 4321"},
 		{"indexed", "UPDATE _indexed_new SET a = 'changed' WHERE id = 77777"},
 		{"indexed", "DELETE FROM _indexed_new WHERE id = 4321"},
 	}
 	for i, tc := range cases {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			before := db.Dump(t, tc.table, "id, a, b, n", "id")
-			cfg := config(t, db, tc.table, "MODIFY COLUMN n BIGINT NULL")
+			alter := "MODIFY COLUMN n BIGINT NULL"
+			if tc.table == "notnull" {
+				alter = "MODIFY COLUMN n BIGINT NOT NULL"
+			}
+			cfg := config(t, db, tc.table, alter)
 			damaged := false
 			at := "checksum"
 			if tc.table == "indexed" {
@@ -76,7 +89,7 @@ func TestChecksumCatchesDamage(t *testing.T) {
 			if after := db.Dump(t, tc.table, "id, a, b, n", "id"); fmt.Sprint(after) != fmt.Sprint(before) {
 				t.Error("the original table changed")
 			}
-			if tables := db.Tables(t); !slices.Equal(tables, []string{"indexed", "mixed", "one"}) {
+			if tables := db.Tables(t); !slices.Equal(tables, []string{"indexed", "mixed", "notnull", "one"}) {
 				t.Errorf("leftovers: %v", tables)
 			}
 			// The index build was stopped: no ALTER of sluice's is left running.

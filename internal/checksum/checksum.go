@@ -1,5 +1,5 @@
 // Package checksum compares the original and the shadow table chunk by chunk,
-// each chunk's COUNT(*) and two CRC32 aggregates on both sides. It runs on
+// each chunk's COUNT(*) and the BIT_XOR of its rows' CRC32 on both sides. It runs on
 // connections that each hold a transaction opened WITH CONSISTENT SNAPSHOT at
 // the same moment (the caller arranges that under a table lock after draining
 // every change), so both tables are read as of one point in time while the
@@ -65,13 +65,17 @@ func Comparable(from, to schema.Column) bool {
 	return false
 }
 
-// rowExpr returns the per-row hash input over cols: the values joined by '#'
-// (CONCAT_WS skips NULLs), then, when a column may be NULL on either side, a
-// string of NULL flags, so that NULL, ” and shifted values hash differently.
-// Character columns are read as bytes (a CAST that costs about a third of the
-// checksum) only when they differ in collation, which CONCAT_WS would refuse
-// to join or convert; one character set joins as its own bytes.
-func rowExpr(cols []Col, castText bool) string {
+// rowHash returns the per-row hash over cols: CRC32 of the values joined by
+// '#'. CONCAT joins them in one allocation, about a quarter cheaper than
+// CONCAT_WS, but a NULL makes it NULL; so when a column may be NULL on either
+// side, a row with a NULL is hashed by the slower form instead: CONCAT_WS
+// (which skips NULLs) followed by a string of NULL flags, so that NULL, ” and
+// shifted values hash differently. Both sides hash a row by the same form when
+// its NULLs are in the same columns; a row whose NULLs differ hashes
+// differently. Character columns are read as bytes (a CAST that costs about a
+// third of the checksum) only when they differ in collation, which CONCAT
+// would refuse to join or convert; one character set joins as its own bytes.
+func rowHash(cols []Col, castText bool) string {
 	vals := make([]string, 0, len(cols)+1)
 	var nulls []string
 	for _, c := range cols {
@@ -85,10 +89,12 @@ func rowExpr(cols []Col, castText bool) string {
 			nulls = append(nulls, "ISNULL("+q+")")
 		}
 	}
-	if len(nulls) > 0 {
-		vals = append(vals, "CONCAT("+strings.Join(nulls, ", ")+")")
+	fast := "CRC32(CONCAT(" + strings.Join(vals, ", '#', ") + "))"
+	if len(nulls) == 0 {
+		return fast
 	}
-	return "CONCAT_WS('#', " + strings.Join(vals, ", ") + ")"
+	vals = append(vals, "CONCAT("+strings.Join(nulls, ", ")+")")
+	return "COALESCE(" + fast + ", CRC32(CONCAT_WS('#', " + strings.Join(vals, ", ") + ")))"
 }
 
 // Col is a column in a checksum.
@@ -150,9 +156,9 @@ func Compare(ctx context.Context, conns []*sql.Conn, cfg Config) (Result, error)
 	}
 	// Both sides must hash the same bytes: cast on both or on neither.
 	cast := mixedText(srcCols) || mixedText(dstCols)
-	srcQ := "SELECT COUNT(*), COALESCE(BIT_XOR(CRC32(" + rowExpr(srcCols, cast) + ")), 0) FROM " +
+	srcQ := "SELECT COUNT(*), COALESCE(BIT_XOR(" + rowHash(srcCols, cast) + "), 0) FROM " +
 		cfg.Mapping.Source.Quoted() + " FORCE INDEX (PRIMARY) WHERE "
-	dstQ := "SELECT COUNT(*), COALESCE(BIT_XOR(CRC32(" + rowExpr(dstCols, cast) + ")), 0) FROM " +
+	dstQ := "SELECT COUNT(*), COALESCE(BIT_XOR(" + rowHash(dstCols, cast) + "), 0) FROM " +
 		cfg.Mapping.Target.Quoted() + " FORCE INDEX (PRIMARY) WHERE "
 
 	var chunks, rows atomic.Int64

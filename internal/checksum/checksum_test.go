@@ -27,20 +27,21 @@ func TestComparable(t *testing.T) {
 	}
 }
 
-func TestRowExpr(t *testing.T) {
+func TestRowHash(t *testing.T) {
 	cases := []struct {
 		cols []Col
 		cast bool
 		want string
 	}{
-		// A nullable column adds the NULL flags; a cast reads text as bytes.
+		// A nullable column: rows with a NULL take the form with the NULL
+		// flags; a cast reads text as bytes.
 		{[]Col{{Name: "a", Nullable: true}, {Name: "b", Text: true}}, true,
-			"CONCAT_WS('#', `a`, CAST(`b` AS BINARY), CONCAT(ISNULL(`a`)))"},
-		// No nullable column: no flags; no cast: the column as it is.
-		{[]Col{{Name: "a"}, {Name: "b", Text: true}}, false, "CONCAT_WS('#', `a`, `b`)"},
+			"COALESCE(CRC32(CONCAT(`a`, '#', CAST(`b` AS BINARY))), CRC32(CONCAT_WS('#', `a`, CAST(`b` AS BINARY), CONCAT(ISNULL(`a`)))))"},
+		// No nullable column: CONCAT only; no cast: the column as it is.
+		{[]Col{{Name: "a"}, {Name: "b", Text: true}}, false, "CRC32(CONCAT(`a`, '#', `b`))"},
 	}
 	for i, tc := range cases {
-		if got := rowExpr(tc.cols, tc.cast); got != tc.want {
+		if got := rowHash(tc.cols, tc.cast); got != tc.want {
 			t.Errorf("case %d:\n got  %s\n want %s", i, got, tc.want)
 		}
 	}

@@ -103,6 +103,7 @@ func runCmd() *cobra.Command {
 	c.Flags().Float64Var(&o.LoadRatio, "load", 0.4, "throttled load as a fraction of the measured capacity")
 	c.Flags().DurationVar(&o.Baseline, "baseline", 10*time.Second, "load before each timed ALTER")
 	c.Flags().BoolVar(&o.SkipFull, "skip-unthrottled", false, "skip the runs under unthrottled load")
+	c.Flags().BoolVar(&o.IdleOnly, "idle-only", false, "only the idle runs: no capacity measurement, no load")
 	c.Flags().IntVar(&o.Repeat, "repeat", 1, "run every ALTER this many times, interleaved, and report medians")
 	c.Flags().BoolVar(&o.SluiceOnly, "sluice-only", false, "time only F and sluice, leaving out native ALTER and the peers")
 	c.Flags().StringVar(&o.Sluice, "sluice", "", "sluice binary (default: beside sluice-bench)")
