@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/chunk"
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/plan"
 	"github.com/sluicedb/sluice/internal/throttle"
@@ -38,7 +39,8 @@ type Config struct {
 	// ChecksumWorkers compare ranges at once (default 4). They only read, in
 	// consistent snapshots, and take no lock the application waits for.
 	ChecksumWorkers int
-	// ChunkTime is the target duration of one copy statement (default 100ms).
+	// ChunkTime is the target duration of one copy statement (default
+	// chunk.DefaultTarget).
 	ChunkTime time.Duration
 	// Method picks the path: "auto" (default: the planner's choice), or
 	// "instant", "inplace" or "copy" to force one. A forced instant or
@@ -139,7 +141,7 @@ func (c *Config) validate() error {
 		c.ChecksumWorkers = 4
 	}
 	if c.ChunkTime <= 0 {
-		c.ChunkTime = 100 * time.Millisecond
+		c.ChunkTime = chunk.DefaultTarget
 	}
 	switch c.Method {
 	case "":

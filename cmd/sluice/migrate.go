@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicedb/sluice/internal/chunk"
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/migration"
 )
@@ -109,7 +110,7 @@ or the [client] section of --defaults-file; never from the command line.`,
 	fl.StringVar(&f.format, "format", "text", "with --dry-run: text or json")
 	fl.IntVar(&f.applyWorkers, "apply-threads", 4, "binlog change batches applied at once")
 	fl.IntVar(&f.checkWorkers, "checksum-threads", 4, "ranges compared at once by the checksum")
-	fl.DurationVar(&f.chunkTime, "chunk-time", 100*time.Millisecond, "target duration of one copy statement")
+	fl.DurationVar(&f.chunkTime, "chunk-time", chunk.DefaultTarget, "target duration of one copy statement")
 	fl.DurationVar(&f.lockDeadline, "lock-deadline", 5*time.Minute, "how long the attempts to get one metadata lock may go on before sluice gives up, naming the blockers")
 	fl.BoolVar(&f.postpone, "postpone-cutover", false, "after the copy and checksum, keep applying changes and wait for 'sluice cutover' (or DROP TABLE _<table>_cutover) before swapping")
 	fl.IntVar(&f.maxQueued, "max-queued", 0, "end a metadata-lock attempt early once more than this many queries queue behind it (0: only --lock-wait ends it)")

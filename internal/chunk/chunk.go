@@ -10,9 +10,14 @@ import (
 	"time"
 )
 
+// DefaultTarget is the wanted duration of one copy statement. Under load a
+// chunk's commit waits in the binary log's group commit beside the
+// application's; longer chunks spread that wait over more rows.
+const DefaultTarget = 250 * time.Millisecond
+
 // Config bounds a Sizer. Zero fields take defaults.
 type Config struct {
-	Target  time.Duration // wanted duration of one chunk (default 100ms)
+	Target  time.Duration // wanted duration of one chunk (default DefaultTarget)
 	Initial int           // first chunk size in rows (default 1000)
 	Min     int           // default 100
 	Max     int           // default 50000
@@ -20,7 +25,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Target <= 0 {
-		c.Target = 100 * time.Millisecond
+		c.Target = DefaultTarget
 	}
 	if c.Min <= 0 {
 		c.Min = 100
