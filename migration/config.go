@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/sluicedb/sluice/internal/chunk"
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/plan"
 	"github.com/sluicedb/sluice/internal/throttle"
@@ -39,7 +38,7 @@ type Config struct {
 	// ChecksumWorkers compare ranges at once (default 4). They only read, in
 	// consistent snapshots, and take no lock the application waits for.
 	ChecksumWorkers int
-	// ChunkTime is the target duration of one copy statement (default
+	// ChunkTime is the target duration of one copy statement (0: the copy's
 	// chunk.DefaultTarget).
 	ChunkTime time.Duration
 	// Method picks the path: "auto" (default: the planner's choice), or
@@ -139,9 +138,6 @@ func (c *Config) validate() error {
 	}
 	if c.ChecksumWorkers <= 0 {
 		c.ChecksumWorkers = 4
-	}
-	if c.ChunkTime <= 0 {
-		c.ChunkTime = chunk.DefaultTarget
 	}
 	switch c.Method {
 	case "":
