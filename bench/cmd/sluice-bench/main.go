@@ -76,7 +76,7 @@ func ddlCmd() *cobra.Command {
 	c.Flags().IntSliceVar(&o.Threads, "ddl-threads", o.Threads, "innodb_ddl_threads values")
 	c.Flags().Int64SliceVar(&o.Buffers, "ddl-buffer-sizes", o.Buffers, "innodb_ddl_buffer_size values, bytes")
 	c.Flags().IntSliceVar(&o.Reads, "read-threads", o.Reads, "innodb_parallel_read_threads values")
-	c.Flags().IntVar(&o.Repeat, "repeat", 1, "extra runs of the planner's choice and of the three fastest settings")
+	c.Flags().IntVar(&o.Repeat, "repeat", 3, "fresh runs, interleaved, of the planner's choice and of the sweep's three fastest settings, compared by median")
 	return c
 }
 
