@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
 # Prints docs/PLANS.md: sluice plan's output for a dozen ALTERs of the
-# benchmark's 1,000,000-row sysbench table on the sandbox (run make bench once
-# first, which creates it). Usage: scripts/plan-examples.sh > docs/PLANS.md
+# benchmark's 1,000,000-row sysbench table on the sandbox, copied afresh from
+# the bench's template (make bench or make bench-ddl creates it once) into a
+# scratch database that is dropped afterwards.
+# Usage: scripts/plan-examples.sh > docs/PLANS.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/sandbox.sh env)"
 hostport=${SLUICE_TEST_DSN#*tcp(}; hostport=${hostport%%)*}
-conn=(--host "${hostport%:*}" --port "${hostport#*:}" --user root --database sbtest --table sbtest1)
+conn=(--host "${hostport%:*}" --port "${hostport#*:}" --user root --database sluice_plans --table sbtest1)
+mysql() { scripts/sandbox.sh mysql "$@"; }
+if [ "$(mysql -N -e "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'sbtest_tpl' AND TABLE_NAME = 'sbtest1'")" != 1 ]; then
+	echo "plan-examples: the bench's template table sbtest_tpl.sbtest1 is missing: run make bench-ddl (or make bench) once first" >&2
+	exit 1
+fi
+mysql -e "DROP DATABASE IF EXISTS sluice_plans; CREATE DATABASE sluice_plans;
+	CREATE TABLE sluice_plans.sbtest1 LIKE sbtest_tpl.sbtest1;
+	INSERT INTO sluice_plans.sbtest1 SELECT * FROM sbtest_tpl.sbtest1;
+	ANALYZE TABLE sluice_plans.sbtest1" >/dev/null
+trap 'mysql -e "DROP DATABASE IF EXISTS sluice_plans"' EXIT
 
 echo "# sluice plan: examples"
 echo

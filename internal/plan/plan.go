@@ -164,7 +164,12 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 			cut = lock
 		}
 		p.Blocks = fmt.Sprintf("nothing during the copy; at the checksum snapshot and at the cut-over, writes to %s wait at most %s per attempt for sluice's table lock and about a second while it holds it", t.Name, cut)
+		// The copy's server work is CPU-bound: workers beyond the server's
+		// processors do not make it faster.
 		threads := max(o.CopyThreads, 1)
+		if o.CPUs > 0 {
+			threads = min(threads, o.CPUs)
+		}
 		secs := float64(rows)*(copyNsPerRow*2/float64(threads)+checkNsPerRow)/1e9 + BuildTime(rows, secondaryEntries(t), d).Seconds()
 		p.Estimate = Estimate{Seconds: secs, SpaceBytes: t.DataBytes*2 + t.IndexBytes, DDLMemory: d.Memory(),
 			Basis: fmt.Sprintf("%d rows copied, indexed and checksummed; space: a second copy of the table and its indexes, and the copy's rows in the binlog", rows)}

@@ -165,3 +165,21 @@ func TestRisks(t *testing.T) {
 		t.Errorf("a widening change and new columns are not risks: %+v", rs)
 	}
 }
+
+func TestCopyEstimateCountsWorkersUpToCPUs(t *testing.T) {
+	srv := Server{Major: 9, Minor: 7, Patch: 4}
+	a := mustParse(t, "MODIFY k BIGINT NOT NULL DEFAULT 0")
+	secs := func(cpus, workers int) float64 {
+		p := Decide(sbtest(), a, srv, Options{CPUs: cpus, CopyThreads: workers})
+		if p.Path != PathCopy {
+			t.Fatalf("path %s, want copy", p.Path)
+		}
+		return p.Estimate.Seconds
+	}
+	if two, four := secs(2, 2), secs(2, 4); four != two {
+		t.Errorf("2 CPUs: 4 workers estimated at %.2fs, 2 at %.2fs; workers beyond the CPUs copy no faster", four, two)
+	}
+	if two, four := secs(8, 2), secs(8, 4); four >= two {
+		t.Errorf("8 CPUs: 4 workers estimated at %.2fs, not below 2 workers' %.2fs", four, two)
+	}
+}
