@@ -28,22 +28,15 @@ type DDLOptions struct {
 
 type ddlRun struct {
 	d       plan.DDL
-	times   []time.Duration
-	sweep   time.Duration // the sweep's run, for settings measured again
+	sweep   time.Duration   // the setting's build in the sweep
+	again   []time.Duration // its fresh builds, for the contenders
 	peak    int64
 	planned bool
 }
 
-// first is the setting's time in the sweep.
-func (r *ddlRun) first() time.Duration {
-	if r.sweep > 0 {
-		return r.sweep
-	}
-	return r.times[0]
-}
-
+// median is the median of the fresh builds.
 func (r *ddlRun) median() time.Duration {
-	t := slices.Clone(r.times)
+	t := slices.Clone(r.again)
 	slices.Sort(t)
 	return median(t)
 }
@@ -136,21 +129,24 @@ func DDLSweep(ctx context.Context, o DDLOptions) error {
 			runs = append(runs, r)
 			return r
 		}
-		measure := func(r *ddlRun) error {
+		measure := func(r *ddlRun) (time.Duration, error) {
 			t, peak, err := build(r.d)
 			if err != nil {
-				return err
+				return 0, err
 			}
-			r.times = append(r.times, t)
 			r.peak = max(r.peak, peak)
 			logf("  threads %d, buffer %s, reads %d: %s, %s", r.d.Threads, size(r.d.BufferBytes), r.d.ReadThreads, t.Round(time.Millisecond), size(peak))
-			return nil
+			return t, nil
+		}
+		sweep := func(r *ddlRun) (err error) {
+			r.sweep, err = measure(r)
+			return err
 		}
 		logf("%s: sweeping %d settings", set.name, len(o.Threads)*len(o.Buffers)*len(o.Reads))
 		for _, th := range o.Threads {
 			for _, b := range o.Buffers {
 				for _, rd := range o.Reads {
-					if err := measure(add(plan.DDL{Threads: th, BufferBytes: b, ReadThreads: rd})); err != nil {
+					if err := sweep(add(plan.DDL{Threads: th, BufferBytes: b, ReadThreads: rd})); err != nil {
 						return err
 					}
 				}
@@ -158,8 +154,8 @@ func DDLSweep(ctx context.Context, o DDLOptions) error {
 		}
 		chosen := add(*p.DDL)
 		chosen.planned = true
-		if len(chosen.times) == 0 {
-			if err := measure(chosen); err != nil {
+		if chosen.sweep == 0 {
+			if err := sweep(chosen); err != nil {
 				return err
 			}
 		}
@@ -168,26 +164,24 @@ func DDLSweep(ctx context.Context, o DDLOptions) error {
 		// planner's choice and the sweep's three fastest settings are
 		// measured again, afresh and interleaved, and only those fresh runs
 		// are compared.
-		sort.Slice(runs, func(i, j int) bool { return runs[i].median() < runs[j].median() })
+		sort.Slice(runs, func(i, j int) bool { return runs[i].sweep < runs[j].sweep })
 		contenders := []*ddlRun{chosen}
 		for _, r := range runs[:min(3, len(runs))] {
 			if r != chosen {
 				contenders = append(contenders, r)
 			}
 		}
-		for _, r := range contenders {
-			r.sweep, r.times = r.times[0], nil
-		}
 		for i := 0; i < o.Repeat; i++ {
 			for _, r := range contenders {
-				if err := measure(r); err != nil {
+				t, err := measure(r)
+				if err != nil {
 					return err
 				}
+				r.again = append(r.again, t)
 			}
 		}
 		sort.Slice(contenders, func(i, j int) bool { return contenders[i].median() < contenders[j].median() })
 		best := contenders[0]
-		sort.Slice(runs, func(i, j int) bool { return runs[i].first() < runs[j].first() })
 		fmt.Fprintf(o.Out, "\n%s (server: %d CPUs, planner's memory cap %d MiB)\n", set.name, facts.CPUs, facts.DDLMemory()>>20)
 		fmt.Fprintf(o.Out, "%-8s %-12s %-8s %-10s %-14s %-12s %s\n", "threads", "buffer", "reads", "sweep", fmt.Sprintf("median of %d", o.Repeat), "peak memory", "")
 		for _, r := range runs {
@@ -198,11 +192,11 @@ func DDLSweep(ctx context.Context, o DDLOptions) error {
 			if r == best {
 				mark = strings.TrimSpace(mark + " <- fastest")
 			}
-			if r.sweep > 0 {
+			if len(r.again) > 0 {
 				again = r.median().Round(time.Millisecond).String()
 			}
 			fmt.Fprintf(o.Out, "%-8d %-12s %-8d %-10s %-14s %-12s %s\n", r.d.Threads, size(r.d.BufferBytes), r.d.ReadThreads,
-				r.first().Round(time.Millisecond), again, size(r.peak), mark)
+				r.sweep.Round(time.Millisecond), again, size(r.peak), mark)
 		}
 		gap := float64(chosen.median()-best.median()) / float64(best.median()) * 100
 		fmt.Fprintf(o.Out, "planner: %s, %.0f%% slower than the fastest setting (medians of %d fresh runs each); peak DDL memory %s, announced at most %s\n",
