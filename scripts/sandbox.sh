@@ -19,7 +19,16 @@ CHROOT=$ROOT/sid
 PORT=${SLUICE_SANDBOX_PORT:-13307}
 DATADIR=/var/lib/sluice-mysql          # inside the chroot
 RUNDIR=/run/sluice-mysql               # inside the chroot
-MIRROR=${SLUICE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# The Debian mirror: $SLUICE_DEBIAN_MIRROR, else the first "debian" archive this machine's own
+# apt sources name (deb822 .sources files or one-line .list files).
+host_mirror() {
+  local f
+  for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list /etc/apt/sources.list; do
+    [ -f "$f" ] || continue
+    awk '/^URIs:/ {for (i = 2; i <= NF; i++) print $i} /^deb / {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}' "$f"
+  done | grep -E '/debian/?$' | head -n 1
+}
+MIRROR=${SLUICE_DEBIAN_MIRROR:-$(host_mirror)}
 BUFFER_POOL=${SLUICE_SANDBOX_BUFFER_POOL:-2G}
 
 log() { echo "sandbox: $*" >&2; }
@@ -39,6 +48,7 @@ apt_install_host() {
 }
 
 provision() {
+  [ -n "$MIRROR" ] || die "no Debian mirror in /etc/apt/sources*; set SLUICE_DEBIAN_MIRROR"
   apt_install_host debootstrap
   if [ ! -x "$CHROOT/usr/sbin/mysqld" ]; then
     log "building the MySQL chroot in $CHROOT (once; about a minute)"

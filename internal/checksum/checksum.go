@@ -1,5 +1,6 @@
 // Package checksum compares the original and the shadow table chunk by chunk,
-// each chunk's COUNT(*) and the BIT_XOR of its rows' CRC32 on both sides. It runs on
+// each chunk's COUNT(*) and the BIT_XOR of a non-linear mix of its rows' CRC32
+// on both sides, and the whole tables' COUNT(*) against the chunks' sum. It runs on
 // connections that each hold a transaction opened WITH CONSISTENT SNAPSHOT at
 // the same moment (the caller arranges that under a table lock after draining
 // every change), so both tables are read as of one point in time while the
@@ -31,6 +32,9 @@ type Config struct {
 	Mapping   *schema.Mapping
 	Key       rowkey.Cols
 	ChunkRows int // default 20000
+
+	// cut, if set, replaces the ranges' cutter (tests: ranges that miss rows).
+	cut func(ctx context.Context, out chan<- ranges.Span) error
 }
 
 // Result summarises a comparison.
@@ -66,7 +70,7 @@ func Comparable(from, to schema.Column) bool {
 }
 
 // rowHash returns the per-row hash over cols: CRC32 of the values joined by
-// '#'. CONCAT joins them in one allocation, about a quarter cheaper than
+// '#', times mix. CONCAT joins them in one allocation, about a quarter cheaper than
 // CONCAT_WS, but a NULL makes it NULL; so when a column may be NULL on either
 // side, a row with a NULL is hashed by the slower form instead: CONCAT_WS
 // (which skips NULLs) followed by a string of NULL flags, so that NULL, ” and
@@ -80,6 +84,9 @@ func rowHash(cols []Col, castText bool) string {
 	var nulls []string
 	for _, c := range cols {
 		q := dbconn.QuoteIdent(c.Name)
+		if c.Expr != "" {
+			q = c.Expr
+		}
 		if c.Text && castText {
 			vals = append(vals, "CAST("+q+" AS BINARY)")
 		} else {
@@ -91,15 +98,24 @@ func rowHash(cols []Col, castText bool) string {
 	}
 	fast := "CRC32(CONCAT(" + strings.Join(vals, ", '#', ") + "))"
 	if len(nulls) == 0 {
-		return fast
+		return fast + mix
 	}
 	vals = append(vals, "CONCAT("+strings.Join(nulls, ", ")+")")
-	return "COALESCE(" + fast + ", CRC32(CONCAT_WS('#', " + strings.Join(vals, ", ") + ")))"
+	return "COALESCE(" + fast + ", CRC32(CONCAT_WS('#', " + strings.Join(vals, ", ") + ")))" + mix
 }
+
+// mix multiplies a row's CRC32 by an odd 32-bit constant (the product fits
+// in 64 bits, so it never overflows). CRC32 is affine over XOR for messages of
+// one length: the BIT_XOR of raw CRC32s is fooled by two rows of equal length
+// that swap their non-key values, or by the same bit flipped in an even
+// number of rows. The carries of an integer product are not XOR-linear, so
+// the BIT_XOR of the products is not fooled by either.
+const mix = " * 2654435761"
 
 // Col is a column in a checksum.
 type Col struct {
 	Name      string
+	Expr      string // the SQL that reads it, if not the bare column (see Convert)
 	Text      bool   // a character column
 	Collation string // of a character column
 	Nullable  bool   // NULL on either side
@@ -140,14 +156,23 @@ func Compare(ctx context.Context, conns []*sql.Conn, cfg Config) (Result, error)
 	}
 	var res Result
 	var srcCols, dstCols []Col
+	converted := false
 	for _, p := range cfg.Mapping.Pairs {
-		if Comparable(p.From, p.To) {
-			null := p.From.Nullable || p.To.Nullable
-			srcCols, dstCols = append(srcCols, col(p.From, null)), append(dstCols, col(p.To, null))
-			res.Compared = append(res.Compared, p.To.Name)
-		} else {
+		expr, ok := Convert(p.From, p.To)
+		if !ok {
 			res.Skipped = append(res.Skipped, p.To.Name)
+			continue
 		}
+		null := p.From.Nullable || p.To.Nullable
+		src := col(p.From, null)
+		if expr != dbconn.QuoteIdent(p.From.Name) {
+			// A converted value: read as bytes on both sides, like the
+			// mixed collations below.
+			src.Expr, converted = expr, true
+			src.Text = src.Text || p.To.Charset != ""
+		}
+		srcCols, dstCols = append(srcCols, src), append(dstCols, col(p.To, null))
+		res.Compared = append(res.Compared, p.To.Name)
 	}
 	for _, k := range cfg.Key {
 		if !slices.ContainsFunc(srcCols, func(c Col) bool { return strings.EqualFold(c.Name, k.Name) }) {
@@ -155,7 +180,7 @@ func Compare(ctx context.Context, conns []*sql.Conn, cfg Config) (Result, error)
 		}
 	}
 	// Both sides must hash the same bytes: cast on both or on neither.
-	cast := mixedText(srcCols) || mixedText(dstCols)
+	cast := converted || mixedText(srcCols) || mixedText(dstCols)
 	srcQ := "SELECT COUNT(*), COALESCE(BIT_XOR(" + rowHash(srcCols, cast) + "), 0) FROM " +
 		cfg.Mapping.Source.Quoted() + " FORCE INDEX (PRIMARY) WHERE "
 	dstQ := "SELECT COUNT(*), COALESCE(BIT_XOR(" + rowHash(dstCols, cast) + "), 0) FROM " +
@@ -168,10 +193,27 @@ func Compare(ctx context.Context, conns []*sql.Conn, cfg Config) (Result, error)
 		DB: conns[0], Table: cfg.Mapping.Source.Quoted(), Key: cfg.Key,
 		Size: func() int { return cfg.ChunkRows }, EstimatedRows: cfg.Mapping.Source.EstimatedRows,
 	}
+	cut := cutter.Run
+	if cfg.cut != nil {
+		cut = cfg.cut
+	}
+	// The whole tables' row counts, read in the same snapshot by the
+	// cutter's connection once it is done: the sum of the chunks' counts must
+	// equal both, so that ranges which missed some rows cannot pass.
+	var srcTotal, dstTotal int64
 	g.Go(func() error {
-		defer close(spans)
-		if err := cutter.Run(gctx, spans); err != nil {
+		err := cut(gctx, spans)
+		close(spans)
+		if err != nil {
 			return fmt.Errorf("checksum: %w", err)
+		}
+		for _, c := range []struct {
+			table *schema.Table
+			n     *int64
+		}{{cfg.Mapping.Source, &srcTotal}, {cfg.Mapping.Target, &dstTotal}} {
+			if err := conns[0].QueryRowContext(gctx, "SELECT COUNT(*) FROM "+c.table.Quoted()).Scan(c.n); err != nil {
+				return fmt.Errorf("checksum: count the rows of %s: %w", c.table.Name, err)
+			}
 		}
 		return nil
 	})
@@ -200,5 +242,8 @@ func Compare(ctx context.Context, conns []*sql.Conn, cfg Config) (Result, error)
 	}
 	err := g.Wait()
 	res.Chunks, res.Rows = chunks.Load(), rows.Load()
+	if err == nil && (srcTotal != res.Rows || dstTotal != res.Rows) {
+		err = fmt.Errorf("%w: the original has %d rows and the shadow %d, but the compared ranges held %d", ErrMismatch, srcTotal, dstTotal, res.Rows)
+	}
 	return res, err
 }

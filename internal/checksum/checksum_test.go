@@ -36,9 +36,9 @@ func TestRowHash(t *testing.T) {
 		// A nullable column: rows with a NULL take the form with the NULL
 		// flags; a cast reads text as bytes.
 		{[]Col{{Name: "a", Nullable: true}, {Name: "b", Text: true}}, true,
-			"COALESCE(CRC32(CONCAT(`a`, '#', CAST(`b` AS BINARY))), CRC32(CONCAT_WS('#', `a`, CAST(`b` AS BINARY), CONCAT(ISNULL(`a`)))))"},
+			"COALESCE(CRC32(CONCAT(`a`, '#', CAST(`b` AS BINARY))), CRC32(CONCAT_WS('#', `a`, CAST(`b` AS BINARY), CONCAT(ISNULL(`a`))))) * 2654435761"},
 		// No nullable column: CONCAT only; no cast: the column as it is.
-		{[]Col{{Name: "a"}, {Name: "b", Text: true}}, false, "CRC32(CONCAT(`a`, '#', `b`))"},
+		{[]Col{{Name: "a"}, {Name: "b", Text: true}}, false, "CRC32(CONCAT(`a`, '#', `b`)) * 2654435761"},
 	}
 	for i, tc := range cases {
 		if got := rowHash(tc.cols, tc.cast); got != tc.want {
@@ -58,5 +58,48 @@ func TestMixedText(t *testing.T) {
 	}
 	if mixedText([]Col{num, num}) {
 		t.Error("no character column reported as mixed")
+	}
+}
+
+func TestConvert(t *testing.T) {
+	c := func(name, dt, ct, cs string) schema.Column {
+		col := schema.Column{Name: name, DataType: dt, ColumnType: ct, Charset: cs}
+		if cs != "" {
+			col.Collation = cs + "_general_ci"
+		}
+		return col
+	}
+	unsigned := func(c schema.Column) schema.Column { c.Unsigned = true; return c }
+	cases := []struct {
+		from, to schema.Column
+		want     string // "" when not comparable
+	}{
+		{c("n", "int", "int", ""), c("n", "bigint", "bigint", ""), "`n`"},
+		{c("n", "int", "int", ""), c("n", "decimal", "decimal(12,2)", ""), "CAST(`n` AS DECIMAL(12,2))"},
+		{c("n", "decimal", "decimal(10,2)", ""), c("n", "decimal", "decimal(14,4)", ""), "CAST(`n` AS DECIMAL(14,4))"},
+		{c("n", "decimal", "decimal(10,2)", ""), unsigned(c("n", "bigint", "bigint unsigned", "")), "CAST(`n` AS UNSIGNED)"},
+		{c("n", "decimal", "decimal(10,2)", ""), c("n", "bigint", "bigint", ""), "CAST(`n` AS SIGNED)"},
+		{c("t", "datetime", "datetime(3)", ""), c("t", "datetime", "datetime(6)", ""), "CAST(`t` AS DATETIME(6))"},
+		{c("t", "datetime", "datetime", ""), c("t", "timestamp", "timestamp(2)", ""), "CAST(`t` AS DATETIME(2))"},
+		{c("t", "timestamp", "timestamp", ""), c("t", "date", "date", ""), "CAST(`t` AS DATE)"},
+		{c("t", "time", "time", ""), c("t", "datetime", "datetime", ""), ""},
+		{c("s", "varchar", "varchar(10)", "latin1"), c("s", "varchar", "varchar(10)", "utf8mb4"), "CONVERT(`s` USING utf8mb4)"},
+		{c("s", "varchar", "varchar(10)", "utf8mb4"), c("s", "char", "char(10)", "utf8mb4"), "TRIM(TRAILING ' ' FROM CONVERT(`s` USING utf8mb4))"},
+		{c("s", "char", "char(10)", "utf8mb4"), c("s", "char", "char(20)", "utf8mb4"), "`s`"},
+		{c("e", "enum", "enum('a','b')", "utf8mb4"), c("e", "enum", "enum('b','a','c')", "utf8mb4"), "`e`"},
+		{c("e", "enum", "enum('a','b')", "utf8mb4"), c("e", "varchar", "varchar(5)", "utf8mb4"), "CONVERT(`e` USING utf8mb4)"},
+		{c("e", "varchar", "varchar(5)", "utf8mb4"), c("e", "enum", "enum('a','b')", "utf8mb4"), ""},
+		{c("n", "int", "int", ""), c("n", "varchar", "varchar(20)", "utf8mb4"), "CONVERT(CAST(`n` AS CHAR) USING utf8mb4)"},
+		{c("f", "float", "float", ""), c("f", "double", "double", ""), ""},
+		{c("j", "json", "json", ""), c("j", "text", "text", "utf8mb4"), ""},
+	}
+	for _, tc := range cases {
+		got, ok := Convert(tc.from, tc.to)
+		if !ok {
+			got = ""
+		}
+		if got != tc.want {
+			t.Errorf("%s -> %s: got %q, want %q", tc.from.ColumnType, tc.to.ColumnType, got, tc.want)
+		}
 	}
 }

@@ -142,7 +142,7 @@ func (cs Cols) FromScan(raw [][]byte) (Key, error) {
 			}
 			k[i] = n
 		case kindString, kindBinary:
-			k[i] = append([]byte(nil), v...)
+			k[i] = bytesOf(v)
 		default:
 			k[i] = string(v)
 		}
@@ -204,9 +204,12 @@ func (c Col) fromBinlogValue(v any) (any, error) {
 		case string:
 			b = []byte(s)
 		case []byte:
-			b = append([]byte(nil), s...)
+			b = bytesOf(s)
 		default:
 			return nil, fmt.Errorf("unexpected binlog value %T", v)
+		}
+		if b == nil {
+			b = []byte{}
 		}
 		// The binlog drops BINARY(n)'s trailing 0x00 padding; the stored value has it.
 		if c.DataType == "binary" && int64(len(b)) < c.MaxLength {
@@ -224,6 +227,15 @@ func (c Col) fromBinlogValue(v any) (any, error) {
 		}
 		return fmt.Sprint(v), nil
 	}
+}
+
+// bytesOf copies v into a slice that is never nil, even when v is empty: a
+// nil []byte is bound as SQL NULL, and a key part compared with NULL matches
+// no row (an empty-string key value would select nothing).
+func bytesOf(v []byte) []byte {
+	out := make([]byte, len(v))
+	copy(out, v)
+	return out
 }
 
 func asInt64(v any) (int64, bool) {

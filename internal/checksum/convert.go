@@ -1,0 +1,105 @@
+package checksum
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/schema"
+)
+
+var (
+	decimalTypes  = map[string]bool{"decimal": true}
+	temporalTypes = map[string]bool{"date": true, "datetime": true, "timestamp": true, "time": true}
+	enumTypes     = map[string]bool{"enum": true, "set": true}
+	typeArgs      = regexp.MustCompile(`\(([0-9]+)(?:,([0-9]+))?\)`)
+)
+
+// Convert returns the SQL expression that reads column from of the original
+// so that its text equals what the copy stored in column to of the new table,
+// and false when sluice knows no such expression (the column is then left
+// out of the checksum, and reported). Unchanged columns, and changes that keep
+// the text (integer widths, string lengths, ENUM/SET members moved or added),
+// read the column as it is. Otherwise the value is converted as the copy's
+// assignment converts it: integers and decimals to DECIMAL(p,s) (rounded half
+// away from zero on both paths), temporal values to the new type and precision
+// (in the session's time zone, as the copy), and character data to the new
+// character set. It is pure.
+func Convert(from, to schema.Column) (string, bool) {
+	q := dbconn.QuoteIdent(from.Name)
+	fromText, toText := textTypes[from.DataType] || enumTypes[from.DataType], textTypes[to.DataType]
+	padded := to.DataType == "char" && from.DataType != "char"
+	if Comparable(from, to) && !padded {
+		return q, true
+	}
+	switch {
+	case enumTypes[from.DataType] && enumTypes[to.DataType] && from.DataType == to.DataType && sameCharset(from, to):
+		// Members are stored as their text; reordering or appending keeps it.
+		return q, true
+	case decimalTypes[to.DataType] && (intTypes[from.DataType] || decimalTypes[from.DataType]):
+		p, s, ok := precision(to.ColumnType)
+		if !ok {
+			return "", false
+		}
+		return "CAST(" + q + " AS DECIMAL(" + p + "," + s + "))", true
+	case intTypes[to.DataType] && decimalTypes[from.DataType]:
+		if to.Unsigned {
+			return "CAST(" + q + " AS UNSIGNED)", true
+		}
+		return "CAST(" + q + " AS SIGNED)", true
+	case temporalTypes[to.DataType] && temporalTypes[from.DataType]:
+		return temporalCast(q, from, to)
+	case toText && (fromText || intTypes[from.DataType] || decimalTypes[from.DataType]):
+		v := q
+		if !fromText {
+			v = "CAST(" + q + " AS CHAR)"
+		}
+		v = "CONVERT(" + v + " USING " + to.Charset + ")"
+		if to.DataType == "char" {
+			// CHAR drops trailing spaces when it is read.
+			v = "TRIM(TRAILING ' ' FROM " + v + ")"
+		}
+		return v, true
+	}
+	return "", false
+}
+
+func sameCharset(a, b schema.Column) bool { return strings.EqualFold(a.Charset, b.Charset) }
+
+// precision reads "(p,s)" or "(p)" from a column type.
+func precision(columnType string) (p, s string, ok bool) {
+	m := typeArgs.FindStringSubmatch(columnType)
+	if m == nil {
+		return "", "", false
+	}
+	if m[2] == "" {
+		return m[1], "0", true
+	}
+	return m[1], m[2], true
+}
+
+// temporalCast converts between DATE, TIME, DATETIME and TIMESTAMP. A TIMESTAMP
+// reads as DATETIME text in the session's zone, so both go through DATETIME.
+func temporalCast(q string, from, to schema.Column) (string, bool) {
+	fsp := "0"
+	if m := typeArgs.FindStringSubmatch(to.ColumnType); m != nil {
+		fsp = m[1]
+	}
+	switch to.DataType {
+	case "date":
+		if from.DataType == "time" {
+			return "", false // the date part comes from the current date
+		}
+		return "CAST(" + q + " AS DATE)", true
+	case "time":
+		if from.DataType == "date" {
+			return "", false
+		}
+		return "CAST(" + q + " AS TIME(" + fsp + "))", true
+	default: // datetime, timestamp
+		if from.DataType == "time" {
+			return "", false
+		}
+		return "CAST(" + q + " AS DATETIME(" + fsp + "))", true
+	}
+}
