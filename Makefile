@@ -3,8 +3,9 @@ SHELL := /bin/bash
 SANDBOX := scripts/sandbox.sh
 GO ?= go
 DSN = $$($(SANDBOX) env | sed -e "s/^export SLUICE_TEST_DSN='//" -e "s/'$$//")
+ALT_DSN = $$(SLUICE_SANDBOX_PROFILE=alt $(SANDBOX) env | sed -e "s/^export SLUICE_TEST_ALT_DSN='//" -e "s/'$$//")
 
-.PHONY: all build demo test unit bench bench-ddl bench-mdl sandbox sandbox-down clean
+.PHONY: all build demo test unit bench bench-ddl bench-mdl sandbox sandbox-alt sandbox-down clean
 
 all: build
 
@@ -15,16 +16,20 @@ build:
 sandbox:
 	@$(SANDBOX) up >/dev/null
 
+sandbox-alt:
+	@SLUICE_SANDBOX_PROFILE=alt $(SANDBOX) up >/dev/null
+
 sandbox-down:
 	@$(SANDBOX) down
+	@SLUICE_SANDBOX_PROFILE=alt $(SANDBOX) down
 
 ## demo: migrate a 200,000-row table on the sandbox while writers hammer it.
 demo: sandbox build
 	@SLUICE_TEST_DSN=$(DSN) bin/sluice-bench demo
 
-## test: every test, against the sandbox MySQL 9.7, with the race detector.
-test: sandbox
-	SLUICE_TEST_DSN=$(DSN) $(GO) test -race -count=1 -timeout 30m ./...
+## test: every test, against the sandbox MySQL 9.7 servers (default and alt profiles), with the race detector.
+test: sandbox sandbox-alt
+	SLUICE_TEST_DSN=$(DSN) SLUICE_TEST_ALT_DSN=$(ALT_DSN) $(GO) test -race -count=1 -timeout 30m ./...
 
 ## unit: the tests that need no server.
 unit:

@@ -196,6 +196,9 @@ type Result struct {
 	// ChecksumWithIndex: the checksum ran beside the secondary-index build.
 	ChecksumWithIndex bool
 	OldTable          string // the original table's name after the swap ("" if dropped)
+	// AutoIncrement is the AUTO_INCREMENT counter carried over to the new
+	// table at cut-over (0 when the new table's own was already as high).
+	AutoIncrement uint64
 	// Path is the path taken: instant, in-place or copy.
 	Path string
 	// DDL are the index-build settings used (nil when nothing was built);

@@ -3,12 +3,19 @@ package migration
 import (
 	"strings"
 	"testing"
+
+	"github.com/sluicedb/sluice/internal/schema"
 )
 
 func TestCheckServer(t *testing.T) {
 	ok := ServerVars{Version: "9.7.4", LogBin: "1", Format: "ROW", RowImage: "FULL", SessionFormat: "ROW", SessionImage: "FULL"}
 	if err := CheckServer(ok); err != nil {
 		t.Fatalf("a good server refused: %v", err)
+	}
+	replica := ok
+	replica.Replica, replica.ReplicaUpdates = true, true
+	if err := CheckServer(replica); err != nil {
+		t.Fatalf("a replica that logs what it replicates refused: %v", err)
 	}
 	bad := []struct {
 		mut  func(v *ServerVars)
@@ -21,6 +28,7 @@ func TestCheckServer(t *testing.T) {
 		{func(v *ServerVars) { v.SessionImage = "NOBLOB" }, "binlog_row_image=NOBLOB"},
 		{func(v *ServerVars) { v.Version = "8.0.12" }, "8.0.13 or later"},
 		{func(v *ServerVars) { v.Version = "10.11.6-MariaDB" }, "MariaDB"},
+		{func(v *ServerVars) { v.Replica = true }, "log_replica_updates=OFF"},
 	}
 	for _, b := range bad {
 		v := ok
@@ -39,5 +47,57 @@ func TestMissingPrivileges(t *testing.T) {
 	m := MissingPrivileges([]string{"REPLICATION SLAVE"}, []string{"SELECT", "INSERT", "DELETE", "CREATE", "DROP", "ALTER"})
 	if len(m) != 2 || m[0] != "LOCK TABLES" || m[1] != "REPLICATION CLIENT" {
 		t.Errorf("missing = %v", m)
+	}
+}
+
+func TestSessionZone(t *testing.T) {
+	intKey := []schema.Column{{Name: "id", DataType: "bigint"}}
+	tsKey := []schema.Column{{Name: "s", DataType: "varchar"}, {Name: "at", DataType: "timestamp"}}
+	cases := []struct {
+		zone, system string
+		key          []schema.Column
+		want         string
+	}{
+		{"SYSTEM", "UTC", intKey, ""},
+		{"+00:00", "CET", intKey, ""},
+		{"SYSTEM", "CET", intKey, "SYSTEM"},
+		{"-07:00", "UTC", intKey, "-07:00"},
+		{"Europe/Berlin", "UTC", intKey, "Europe/Berlin"},
+		{"Europe/Berlin", "UTC", tsKey, ""}, // TIMESTAMP keys are read in UTC
+	}
+	for _, c := range cases {
+		if got := SessionZone(c.zone, c.system, c.key); got != c.want {
+			t.Errorf("SessionZone(%q, %q, %v) = %q, want %q", c.zone, c.system, c.key, got, c.want)
+		}
+	}
+}
+
+func TestZoneDependent(t *testing.T) {
+	col := func(name, dt string) schema.Column { return schema.Column{Name: name, DataType: dt} }
+	now := col("added", "datetime")
+	now.DefaultNow = true
+	m := &schema.Mapping{
+		Target: &schema.Table{Columns: []schema.Column{col("a", "timestamp"), col("b", "datetime"), col("c", "timestamp"), now, col("plain", "datetime")}},
+		Pairs: []schema.Pair{
+			{From: col("a", "datetime"), To: col("a", "timestamp")},
+			{From: col("b", "timestamp"), To: col("b", "datetime")},
+			{From: col("c", "timestamp"), To: col("c", "timestamp")},
+		},
+	}
+	if got := ZoneDependent(m); strings.Join(got, ",") != "a,b,added" {
+		t.Fatalf("ZoneDependent = %v", got)
+	}
+}
+
+func TestAutoIncrementParse(t *testing.T) {
+	for text, want := range map[string]uint64{
+		"CREATE TABLE `t` (\n  `id` int NOT NULL AUTO_INCREMENT,\n  PRIMARY KEY (`id`)\n) ENGINE=InnoDB AUTO_INCREMENT=18 DEFAULT CHARSET=utf8mb4": 18,
+		"CREATE TABLE `t` (\n  `id` int NOT NULL AUTO_INCREMENT,\n  PRIMARY KEY (`id`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4":                   0,
+		"CREATE TABLE `t` (\n  `c` varchar(9) DEFAULT 'AUTO_INCREMENT=5'\n) ENGINE=InnoDB":                                                        0,
+	} {
+		got, err := AutoIncrement(strings.ReplaceAll(text, "\\n", "\n"))
+		if err != nil || got != want {
+			t.Errorf("%q: got %d, %v; want %d", text, got, err, want)
+		}
 	}
 }

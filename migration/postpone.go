@@ -27,9 +27,9 @@ var errNoPostponed = errors.New("no migration of this table is waiting for a cut
 
 // createPostpone creates the control table of a postponed cut-over.
 func (r *Runner) createPostpone(ctx context.Context) error {
-	q := fmt.Sprintf("CREATE TABLE %s (action VARCHAR(16) NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) "+
-		"COMMENT='sluice waits to cut over %s while this table exists: drop it to cut over'",
-		dbconn.QuoteTable(r.cfg.Database, r.names.Postpone), r.orig.Name)
+	comment := fmt.Sprintf("sluice waits to cut over %s while this table exists: drop it to cut over", r.orig.Name)
+	q := fmt.Sprintf("CREATE TABLE %s (action VARCHAR(16) NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) COMMENT=%s",
+		dbconn.QuoteTable(r.cfg.Database, r.names.Postpone), dbconn.QuoteString(comment))
 	if _, err := r.db.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("create the postponed cut-over's table %s: %w", r.names.Postpone, err)
 	}

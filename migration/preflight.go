@@ -2,12 +2,14 @@ package migration
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
@@ -35,6 +37,42 @@ type ServerVars struct {
 	RowImage       string // global binlog_row_image
 	SessionFormat  string
 	SessionImage   string
+	TimeZone       string // global time_zone
+	SystemZone     string // system_time_zone
+	LowerCaseNames int    // lower_case_table_names
+	// Replica: the server replicates from a source; ReplicaUpdates: it
+	// writes what it replicates to its own binlog (log_replica_updates).
+	Replica        bool
+	ReplicaUpdates bool
+}
+
+// readServerVars reads the settings preflight checks.
+func readServerVars(ctx context.Context, db *sql.DB) (ServerVars, error) {
+	var v ServerVars
+	if err := db.QueryRowContext(ctx, `SELECT @@version, @@version_comment, @@global.log_bin,
+		@@global.binlog_format, @@global.binlog_row_image, @@session.binlog_format, @@session.binlog_row_image,
+		@@global.time_zone, @@system_time_zone, @@lower_case_table_names`).
+		Scan(&v.Version, &v.VersionComment, &v.LogBin, &v.Format, &v.RowImage, &v.SessionFormat, &v.SessionImage,
+			&v.TimeZone, &v.SystemZone, &v.LowerCaseNames); err != nil {
+		return v, fmt.Errorf("%w: read server settings: %w", ErrPreflight, err)
+	}
+	var updates sql.NullString
+	if db.QueryRowContext(ctx, "SELECT @@global.log_replica_updates").Scan(&updates) != nil {
+		db.QueryRowContext(ctx, "SELECT @@global.log_slave_updates").Scan(&updates) // before 8.0.26
+	}
+	v.ReplicaUpdates = updates.String == "1" || strings.EqualFold(updates.String, "ON")
+	var channels int
+	// A replica has at least one channel configured (REPLICATION CLIENT,
+	// which sluice needs anyway, reads it).
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM performance_schema.replication_connection_configuration").Scan(&channels); err == nil {
+		v.Replica = channels > 0
+	}
+	return v, nil
+}
+
+// poolSize is the most connections a run opens at once.
+func (r *Runner) poolSize() int {
+	return r.cfg.CopyWorkers + r.cfg.ApplyWorkers + r.cfg.ChecksumWorkers + 8
 }
 
 // CheckVersion refuses servers sluice does not support at all.
@@ -69,6 +107,9 @@ func CheckServer(v ServerVars) error {
 	}
 	if v.SessionImage != "" && !strings.EqualFold(v.SessionImage, "FULL") {
 		return preflightErr("sluice's own session has binlog_row_image=%s; remove that setting from its connection options", v.SessionImage)
+	}
+	if v.Replica && !v.ReplicaUpdates {
+		return preflightErr("the server is a replica with log_replica_updates=OFF: the changes it replicates never reach its binlog, so sluice would miss them; run sluice on the source, or turn log_replica_updates on")
 	}
 	return nil
 }
@@ -120,17 +161,15 @@ func MissingPrivileges(global, database []string) []string {
 }
 
 func (r *Runner) preflight(ctx context.Context) error {
-	db, err := dbconn.Open(ctx, r.cfg.Conn, r.cfg.Database, r.cfg.CopyWorkers+r.cfg.ApplyWorkers+r.cfg.ChecksumWorkers+8)
+	db, err := dbconn.Open(ctx, r.cfg.Conn, r.cfg.Database, r.poolSize())
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
 	r.db = db
 
-	var v ServerVars
-	if err := db.QueryRowContext(ctx, `SELECT @@version, @@version_comment, @@global.log_bin,
-		@@global.binlog_format, @@global.binlog_row_image, @@session.binlog_format, @@session.binlog_row_image`).
-		Scan(&v.Version, &v.VersionComment, &v.LogBin, &v.Format, &v.RowImage, &v.SessionFormat, &v.SessionImage); err != nil {
-		return fmt.Errorf("%w: read server settings: %w", ErrPreflight, err)
+	v, err := readServerVars(ctx, db)
+	if err != nil {
+		return err
 	}
 	r.vars = v
 	if err := CheckVersion(v); err != nil {
@@ -148,6 +187,13 @@ func (r *Runner) preflight(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
 	t := r.orig
+	// From here on the table is named as the server stores it (the binlog
+	// and the metadata locks spell it so under lower_case_table_names=1).
+	r.cfg.Database, r.cfg.Table, r.names = t.Database, t.Name, schema.NamesFor(t.Name)
+	if err := r.useServerZone(ctx, t.PKColumns()); err != nil {
+		return err
+	}
+	db = r.db
 	if !strings.EqualFold(t.Engine, "InnoDB") {
 		return preflightErr("table %s uses the %s engine; sluice migrates InnoDB tables only", t.Name, t.Engine)
 	}
@@ -253,13 +299,28 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
-	for _, name := range []string{r.names.Shadow, r.names.Old, r.names.Postpone} {
+	exists := func(name string) (bool, error) {
 		var n int
-		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
-			r.cfg.Database, name).Scan(&n); err != nil {
+		err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
+			r.cfg.Database, name).Scan(&n)
+		return n > 0, err
+	}
+	// An old table kept by an earlier migration stays; this one's old table
+	// takes a stamped name.
+	if taken, err := exists(r.names.Old); err != nil {
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	} else if taken {
+		r.names.Old = schema.StampedOld(t.Name, time.Now())
+		if taken, err := exists(r.names.Old); err != nil || taken {
+			return preflightErr("tables %s and %s.%s already exist; drop the stale one", schema.NamesFor(t.Name).Old, r.cfg.Database, r.names.Old)
+		}
+	}
+	for _, name := range []string{r.names.Shadow, r.names.Postpone} {
+		n, err := exists(name)
+		if err != nil {
 			return fmt.Errorf("%w: %w", ErrPreflight, err)
 		}
-		if n > 0 {
+		if n {
 			return preflightErr("table %s.%s already exists: another migration of %s is running, or one left it behind; drop it if it is stale",
 				r.cfg.Database, name, t.Name)
 		}
@@ -341,6 +402,9 @@ func (r *Runner) createShadow(ctx context.Context) error {
 	r.mapping = schema.NewMapping(r.orig, r.shadow, func(newName string) (string, bool) {
 		return r.alter.SourceColumn(newName, func(n string) bool { _, ok := r.orig.Column(n); return ok })
 	})
+	if err := r.checkZone(); err != nil {
+		return err
+	}
 	r.log.Info("shadow table ready", "table", r.names.Shadow, "columns_copied", len(r.mapping.Pairs))
 	return nil
 }

@@ -558,6 +558,9 @@ func (r *Runner) cutover(ctx context.Context) error {
 		start := time.Now()
 		err := r.drainLocked(ctx, lock, time.Second)
 		if err == nil {
+			err = r.carryAutoIncrement(ctx, lock)
+		}
+		if err == nil {
 			r.renaming.Store(true)
 			_, err = lock.ExecContext(ctx, "RENAME TABLE "+r.orig.Quoted()+" TO "+oldQ+", "+shadowQ+" TO "+r.orig.Quoted())
 			if err != nil && r.renamed(ctx) {

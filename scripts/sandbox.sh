@@ -6,6 +6,7 @@
 #   scripts/sandbox.sh reset    stop the server and delete its datadir
 #   scripts/sandbox.sh status   say whether it runs
 #   scripts/sandbox.sh env      print the export line for SLUICE_TEST_DSN
+#   SLUICE_SANDBOX_PROFILE=alt scripts/sandbox.sh up   the second server (PROFILE below)
 #   scripts/sandbox.sh pt-osc ARGS   run pt-online-schema-change from the chroot
 #                               (Percona Toolkit is installed there on first use)
 #
@@ -16,9 +17,32 @@ set -euo pipefail
 
 ROOT=${SLUICE_SANDBOX_ROOT:-/var/cache/sluice/sandbox}
 CHROOT=$ROOT/sid
-PORT=${SLUICE_SANDBOX_PORT:-13307}
-DATADIR=/var/lib/sluice-mysql          # inside the chroot
-RUNDIR=/run/sluice-mysql               # inside the chroot
+# Profiles: "default" is the server of the tests, demo and benchmarks; "alt"
+# is a second mysqld from the same chroot with the settings some scenarios
+# need and a production server may have: lower_case_table_names=1, a non-UTC
+# time zone and compressed binlog transactions.
+PROFILE=${SLUICE_SANDBOX_PROFILE:-default}
+case "$PROFILE" in
+  default)
+    PORT=${SLUICE_SANDBOX_PORT:-13307}
+    DATADIR=/var/lib/sluice-mysql          # inside the chroot
+    RUNDIR=/run/sluice-mysql               # inside the chroot
+    CNF=/etc/sluice/my.cnf
+    DSN_VAR=SLUICE_TEST_DSN
+    EXTRA="" ;;
+  alt)
+    PORT=${SLUICE_SANDBOX_PORT:-13308}
+    DATADIR=/var/lib/sluice-mysql-alt
+    RUNDIR=/run/sluice-mysql-alt
+    CNF=/etc/sluice/alt.cnf
+    DSN_VAR=SLUICE_TEST_ALT_DSN
+    BUFFER_POOL=${SLUICE_SANDBOX_BUFFER_POOL:-256M}
+    EXTRA="lower_case_table_names=1
+default_time_zone='-07:00'
+binlog_transaction_compression=ON
+innodb_redo_log_capacity=256M" ;;
+  *) echo "sandbox: unknown profile $PROFILE (default or alt)" >&2; exit 2 ;;
+esac
 # The Debian mirror: $SLUICE_DEBIAN_MIRROR, else the first "debian" archive this machine's own
 # apt sources name (deb822 .sources files or one-line .list files).
 host_mirror() {
@@ -29,7 +53,7 @@ host_mirror() {
   done | grep -E '/debian/?$' | head -n 1
 }
 MIRROR=${SLUICE_DEBIAN_MIRROR:-$(host_mirror)}
-BUFFER_POOL=${SLUICE_SANDBOX_BUFFER_POOL:-2G}
+BUFFER_POOL=${BUFFER_POOL:-${SLUICE_SANDBOX_BUFFER_POOL:-2G}}
 
 log() { echo "sandbox: $*" >&2; }
 die() { echo "sandbox: $*" >&2; exit 1; }
@@ -69,7 +93,7 @@ mount_proc() {
 
 write_config() {
   mkdir -p "$CHROOT/etc/sluice"
-  cat >"$CHROOT/etc/sluice/my.cnf" <<CNF
+  cat >"$CHROOT$CNF" <<CNF
 [mysqld]
 user=root
 port=$PORT
@@ -93,6 +117,7 @@ innodb_flush_log_at_trx_commit=1
 sync_binlog=1
 max_connections=500
 skip-name-resolve
+$EXTRA
 CNF
 }
 
@@ -117,7 +142,7 @@ wait_ready() {
 others() {
   local p root
   root=$(readlink -f "$CHROOT")
-  for p in $(pgrep -f "mysqld --defaults-file=/etc/sluice/my.cnf" || true); do
+  for p in $(pgrep -f "mysqld --defaults-file=$CNF" || true); do
     [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$root" ] || continue
     [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] && echo "$p"
   done
@@ -135,14 +160,14 @@ up() {
     log "initialising the datadir"
     rm -rf "$CHROOT$DATADIR"
     mkdir -p "$CHROOT$DATADIR"
-    in_chroot mysqld --defaults-file=/etc/sluice/my.cnf --initialize-insecure --user=root \
+    in_chroot mysqld --defaults-file=$CNF --initialize-insecure --user=root \
       || die "mysqld --initialize failed; see $CHROOT$DATADIR/error.log"
   fi
   if ! running && [ -z "$(others)" ]; then
     log "starting mysqld on 127.0.0.1:$PORT"
     rm -f "$CHROOT$RUNDIR/mysqld.pid"
     chroot "$CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin \
-      setsid mysqld --defaults-file=/etc/sluice/my.cnf </dev/null >/dev/null 2>&1 &
+      setsid mysqld --defaults-file=$CNF </dev/null >/dev/null 2>&1 &
     sleep 1
   fi
   wait_ready || die "mysqld is not answering; see $CHROOT$DATADIR/error.log"
@@ -156,7 +181,7 @@ up() {
 }
 
 env_line() {
-  echo "export SLUICE_TEST_DSN='root@tcp(127.0.0.1:$PORT)/'"
+  echo "export $DSN_VAR='root@tcp(127.0.0.1:$PORT)/'"
 }
 
 down() {

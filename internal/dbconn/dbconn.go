@@ -32,6 +32,9 @@ type Config struct {
 	// connection, so that the run can tell its own sessions from the
 	// application's in performance_schema.
 	RunID string
+	// TimeZone, if set, is the session time zone instead of UTC (a value
+	// the server accepts for time_zone, e.g. "SYSTEM" or "+02:00").
+	TimeZone string
 }
 
 // TLSModes are the accepted values of the "tls" parameter.
@@ -78,7 +81,8 @@ func (c Config) Validate() error {
 // SessionSettings are applied to every connection sluice opens.
 //   - time_zone UTC: TIMESTAMP values keep their meaning whatever the server zone.
 //   - strict sql_mode without NO_ZERO_DATE: lossy conversions fail, existing zero
-//     dates still copy.
+//     dates still copy; NO_AUTO_VALUE_ON_ZERO: a row whose AUTO_INCREMENT
+//     column holds 0 is copied as 0, not given the next number.
 //   - READ COMMITTED: the copy's INSERT ... SELECT reads the original as a
 //     consistent read, without locks. The apply, which must see the latest
 //     committed row, reads with an explicit FOR SHARE: that waits for a
@@ -89,7 +93,7 @@ func (c Config) Validate() error {
 //     snapshots.)
 var SessionSettings = map[string]string{
 	"time_zone":                "'+00:00'",
-	"sql_mode":                 "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'",
+	"sql_mode":                 "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO'",
 	"transaction_isolation":    "'READ-COMMITTED'",
 	"innodb_lock_wait_timeout": "10",
 	"lock_wait_timeout":        "30",
@@ -115,6 +119,9 @@ func (c Config) DSN(database string) string {
 	}
 	for k, v := range SessionSettings {
 		mc.Params[k] = v
+	}
+	if c.TimeZone != "" {
+		mc.Params["time_zone"] = QuoteString(c.TimeZone)
 	}
 	for k, v := range c.Params {
 		if k == "tls" {

@@ -8,7 +8,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
+	"time"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
 )
@@ -27,6 +29,9 @@ type Column struct {
 	Generated  bool  // a virtual or stored generated column: never written to
 	Stored     bool  // a stored generated column
 	AutoInc    bool
+	// DefaultNow: the default is the current time (CURRENT_TIMESTAMP,
+	// NOW(), ...), whose value depends on the session's time zone.
+	DefaultNow bool
 }
 
 // Index is one index of a table.
@@ -91,6 +96,10 @@ func (t *Table) HasIndexKind(kind string) bool {
 	return false
 }
 
+// nowDefault matches a default expression that reads the clock in the
+// session's time zone.
+var nowDefault = regexp.MustCompile(`(?i)\b(current_timestamp|now|localtime|localtimestamp|sysdate|curdate|current_date|curtime|current_time)\b`)
+
 // ErrNotFound means the table does not exist.
 var ErrNotFound = errors.New("table not found")
 
@@ -117,27 +126,32 @@ func (t *Table) PKColumns() []Column {
 // Quoted is the table's quoted `db`.`name`.
 func (t *Table) Quoted() string { return dbconn.QuoteTable(t.Database, t.Name) }
 
-// Load reads table db.name. It returns ErrNotFound (wrapped) when there is no
-// such base table.
+// Load reads table db.name. The Table's Database and Name are spelled as the
+// server stores them, which may differ in case from the arguments. It returns
+// ErrNotFound (wrapped) when there is no such base table.
 func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error) {
 	t := &Table{Database: database, Name: name}
 	var rows, dataLen, indexLen sql.NullInt64
 	var engine, rowFormat, charset sql.NullString
-	err := db.QueryRowContext(ctx, `SELECT t.TABLE_ROWS, t.ENGINE, t.ROW_FORMAT, t.DATA_LENGTH, t.INDEX_LENGTH, c.CHARACTER_SET_NAME
+	// The names as the server stores them: with lower_case_table_names=1 the
+	// server finds "Orders" as "orders", and the binlog and the metadata
+	// locks name it so.
+	err := db.QueryRowContext(ctx, `SELECT t.TABLE_SCHEMA, t.TABLE_NAME, t.TABLE_ROWS, t.ENGINE, t.ROW_FORMAT, t.DATA_LENGTH, t.INDEX_LENGTH, c.CHARACTER_SET_NAME
 		FROM information_schema.TABLES t LEFT JOIN information_schema.COLLATIONS c ON c.COLLATION_NAME = t.TABLE_COLLATION
-		WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ? AND t.TABLE_TYPE = 'BASE TABLE'`, database, name).Scan(&rows, &engine, &rowFormat, &dataLen, &indexLen, &charset)
+		WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ? AND t.TABLE_TYPE = 'BASE TABLE'`, database, name).Scan(&t.Database, &t.Name, &rows, &engine, &rowFormat, &dataLen, &indexLen, &charset)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%s.%s: %w", database, name, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read table %s.%s: %w", database, name, err)
 	}
+	database, name = t.Database, t.Name
 	t.EstimatedRows = rows.Int64
 	t.Engine = engine.String
 	t.RowFormat, t.DataBytes, t.IndexBytes, t.Charset = rowFormat.String, dataLen.Int64, indexLen.Int64, strings.ToLower(charset.String)
 
 	crows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE,
-			IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME, CHARACTER_MAXIMUM_LENGTH, EXTRA
+			IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME, CHARACTER_MAXIMUM_LENGTH, EXTRA, COALESCE(COLUMN_DEFAULT, '')
 		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?
 		ORDER BY ORDINAL_POSITION`, database, name)
 	if err != nil {
@@ -149,7 +163,8 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 		var nullable, extra string
 		var cs, coll sql.NullString
 		var maxLen sql.NullInt64
-		if err := crows.Scan(&c.Name, &c.Ordinal, &c.DataType, &c.ColumnType, &nullable, &cs, &coll, &maxLen, &extra); err != nil {
+		var def string
+		if err := crows.Scan(&c.Name, &c.Ordinal, &c.DataType, &c.ColumnType, &nullable, &cs, &coll, &maxLen, &extra, &def); err != nil {
 			return nil, fmt.Errorf("read columns of %s.%s: %w", database, name, err)
 		}
 		c.DataType = strings.ToLower(c.DataType)
@@ -160,6 +175,7 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 		c.Stored = strings.Contains(ex, "STORED GENERATED")
 		c.Generated = c.Stored || strings.Contains(ex, "VIRTUAL GENERATED")
 		c.AutoInc = strings.Contains(ex, "AUTO_INCREMENT")
+		c.DefaultNow = strings.Contains(ex, "DEFAULT_GENERATED") && nowDefault.MatchString(def)
 		t.Columns = append(t.Columns, c)
 	}
 	if err := crows.Err(); err != nil {
@@ -264,4 +280,16 @@ func NamesFor(table string) Names {
 		base = string(r[:maxIdent-extra])
 	}
 	return Names{Shadow: "_" + base + "_new", Old: "_" + base + "_old", Postpone: "_" + base + "_cutover"}
+}
+
+// StampedOld returns the name the original takes at cut-over when Names.Old
+// is already taken (a kept old table of an earlier migration): _T_old_ and the
+// time of day stamp, within MySQL's 64-character limit.
+func StampedOld(table string, at time.Time) string {
+	stamp := at.UTC().Format("20060102150405")
+	base := table
+	if r := []rune(base); len(r) > maxIdent-len("__old_")-len(stamp) {
+		base = string(r[:maxIdent-len("__old_")-len(stamp)])
+	}
+	return "_" + base + "_old_" + stamp
 }

@@ -29,22 +29,35 @@ type DB struct {
 	Server dbconn.Config
 }
 
+// AltEnv is the variable that holds the DSN of the sandbox's "alt" server:
+// lower_case_table_names=1, time zone -07:00, compressed binlog transactions
+// (scripts/sandbox.sh, SLUICE_SANDBOX_PROFILE=alt).
+const AltEnv = "SLUICE_TEST_ALT_DSN"
+
 // Config returns the server's connection settings. Without SLUICE_TEST_DSN
 // the test is skipped, or fails under CI, where a server must be there.
-func Config(t testing.TB) dbconn.Config {
+func Config(t testing.TB) dbconn.Config { return configFrom(t, Env) }
+
+func configFrom(t testing.TB, env string) dbconn.Config {
 	t.Helper()
-	dsn := os.Getenv(Env)
+	dsn := os.Getenv(env)
 	if dsn == "" {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set: run the tests with 'make test', which starts the sandbox server", Env)
+			t.Fatalf("%s is not set: run the tests with 'make test', which starts the sandbox servers", env)
 		}
-		t.Skipf("%s is not set: run 'make test' to start a sandbox server", Env)
+		t.Skipf("%s is not set: run 'make test' to start the sandbox servers", env)
 	}
 	c, _, err := dbconn.ParseDSN(dsn)
 	if err != nil {
-		t.Fatalf("%s: %v", Env, err)
+		t.Fatalf("%s: %v", env, err)
 	}
 	return c
+}
+
+// NewAlt is New on the sandbox's alt server (AltEnv).
+func NewAlt(t testing.TB) *DB {
+	t.Helper()
+	return newOn(t, configFrom(t, AltEnv))
 }
 
 var unsafe = regexp.MustCompile(`[^a-z0-9_]`)
@@ -52,7 +65,11 @@ var unsafe = regexp.MustCompile(`[^a-z0-9_]`)
 // New creates a database for this test and returns a pool on it.
 func New(t testing.TB) *DB {
 	t.Helper()
-	c := Config(t)
+	return newOn(t, Config(t))
+}
+
+func newOn(t testing.TB, c dbconn.Config) *DB {
+	t.Helper()
 	ctx := context.Background()
 	b := make([]byte, 4)
 	rand.Read(b)

@@ -1,0 +1,129 @@
+package migration_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sluicedb/sluice/internal/testdb"
+	"github.com/sluicedb/sluice/migration"
+)
+
+// migrate runs one migration of table and fails the test on error.
+func migrate(t *testing.T, cfg migration.Config) migration.Result {
+	t.Helper()
+	r, err := migration.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatalf("migrate %s: %v", cfg.Table, err)
+	}
+	return res
+}
+
+// TestAutoIncrementCarriedOver: ids handed out and then deleted lie above the
+// largest row; the new table must not issue them again.
+func TestAutoIncrementCarriedOver(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id BIGINT AUTO_INCREMENT PRIMARY KEY, x INT)")
+	db.Fill(t, "t", 10, "NULL, n")
+	db.MustExec(t, "DELETE FROM t WHERE id > 5")
+	// The application takes and deletes ids while the cut-over is postponed.
+	cfg := config(t, db, "t", "MODIFY x BIGINT")
+	cfg.PostponeCutover = true
+	var next uint64 // the original's counter just before the cut-over
+	cfg.OnPhase = func(phase string) {
+		if phase == "postponed" {
+			db.MustExec(t, "INSERT INTO t (x) VALUES (1), (2)", "DELETE FROM t WHERE id > 5")
+			var name, create string
+			db.QueryRow("SHOW CREATE TABLE t").Scan(&name, &create)
+			var err error
+			if next, err = migration.AutoIncrement(create); err != nil || next <= 7 {
+				t.Errorf("counter %d (%v) in %s", next, err, create)
+			}
+			db.MustExec(t, "DROP TABLE _t_cutover")
+		}
+	}
+	res := migrate(t, cfg)
+	db.MustExec(t, "INSERT INTO t (x) VALUES (99)")
+	var id int64
+	if err := db.QueryRow("SELECT id FROM t WHERE x = 99").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if uint64(id) != next {
+		t.Fatalf("the new table issued id %d; the original would have issued %d (ids below it were handed out)", id, next)
+	}
+	if res.AutoIncrement != next {
+		t.Errorf("Result.AutoIncrement = %d, want %d", res.AutoIncrement, next)
+	}
+}
+
+// TestZeroAutoIncrementValueKept: a row whose AUTO_INCREMENT key is 0 keeps
+// it (without NO_AUTO_VALUE_ON_ZERO the copy would renumber it).
+func TestZeroAutoIncrementValueKept(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, x INT)",
+		"SET SESSION sql_mode = 'NO_AUTO_VALUE_ON_ZERO'")
+	c, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"SET SESSION sql_mode = 'NO_AUTO_VALUE_ON_ZERO'", "INSERT INTO t VALUES (0, 100), (1, 101), (2, 102)"} {
+		if _, err := c.ExecContext(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	before := db.Dump(t, "t", "id, x", "id")
+	migrate(t, config(t, db, "t", "MODIFY x BIGINT"))
+	if after := db.Dump(t, "t", "id, x", "id"); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("rows changed: %v -> %v", before, after)
+	}
+}
+
+// TestKeptOldTableDoesNotBlock: the old table an earlier migration kept does
+// not stop the next migration of the same table.
+func TestKeptOldTableDoesNotBlock(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, x INT)")
+	db.Fill(t, "t", 100, "n, n")
+	first := migrate(t, config(t, db, "t", "MODIFY x BIGINT"))
+	second := migrate(t, config(t, db, "t", "MODIFY x INT"))
+	if first.OldTable != "_t_old" || !strings.HasPrefix(second.OldTable, "_t_old_") {
+		t.Fatalf("old tables %q and %q", first.OldTable, second.OldTable)
+	}
+	var n int
+	db.QueryRow("SELECT COUNT(*) FROM t").Scan(&n)
+	if n != 100 {
+		t.Fatalf("%d rows after two migrations, want 100", n)
+	}
+}
+
+// TestQuotesInTableName: a name with a quote and a backtick goes through the
+// postponed cut-over (its control table's comment names it) and the swap.
+func TestQuotesInTableName(t *testing.T) {
+	db := testdb.New(t)
+	name := "it's `q`"
+	db.MustExec(t, "CREATE TABLE `it's ``q``` (id INT PRIMARY KEY, x INT)")
+	db.Fill(t, name, 50, "n, n")
+	cfg := config(t, db, name, "MODIFY x BIGINT")
+	cfg.PostponeCutover = true
+	cfg.OnPhase = func(phase string) {
+		if phase == "postponed" {
+			go func() {
+				if err := migration.TriggerCutover(context.Background(), db.DB, db.Name, name); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+	}
+	migrate(t, cfg)
+	var typ string
+	db.QueryRow("SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND COLUMN_NAME = 'x'", db.Name, name).Scan(&typ)
+	if typ != "bigint" {
+		t.Fatalf("x is %q after the migration", typ)
+	}
+}

@@ -1,0 +1,137 @@
+package migration_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sluicedb/sluice/internal/testdb"
+	"github.com/sluicedb/sluice/migration"
+)
+
+// postponedWrites migrates table with a postponed cut-over and, while it
+// waits (every row copied, changes reaching the new table only through the
+// binlog), runs writes on a connection prepared by setup; then it compares the
+// new table with the old one, which holds the original's final state.
+func postponedWrites(t *testing.T, db *testdb.DB, table, alter string, setup []string, writes []string) migration.Result {
+	t.Helper()
+	cfg := config(t, db, table, alter)
+	cfg.PostponeCutover = true
+	cfg.OnPhase = func(phase string) {
+		if phase != "postponed" {
+			return
+		}
+		c, err := db.Conn(context.Background())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		for _, q := range append(append(append([]string{}, setup...), writes...), "DROP TABLE "+"`_"+strings.ToLower(table)+"_cutover`") {
+			if _, err := c.ExecContext(context.Background(), q); err != nil {
+				t.Errorf("%s: %v", q, err)
+			}
+		}
+	}
+	res := migrate(t, cfg)
+	got := db.Dump(t, table, "*", "id")
+	want := db.Dump(t, res.OldTable, "*", "id")
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the new table differs from the original's final state:\n got  %v\n want %v", got, want)
+	}
+	return res
+}
+
+var fourChanges = []string{
+	"INSERT INTO %s (id, x) VALUES (1001, 1), (1002, 2)",
+	"UPDATE %s SET x = x + 1000 WHERE id = 7",
+	"DELETE FROM %s WHERE id = 9",
+}
+
+func changes(table string) []string {
+	out := make([]string, len(fourChanges))
+	for i, q := range fourChanges {
+		out[i] = fmt.Sprintf(q, table)
+	}
+	return out
+}
+
+// TestCompressedTransactionsApplied: a session with
+// binlog_transaction_compression=ON writes its row events inside one
+// compressed payload; each change must still reach the new table.
+func TestCompressedTransactionsApplied(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, x INT)")
+	db.Fill(t, "t", 100, "n, n")
+	res := postponedWrites(t, db, "t", "MODIFY x BIGINT", []string{"SET SESSION binlog_transaction_compression = ON"},
+		append(changes("t"), "BEGIN", "UPDATE t SET x = -1 WHERE id BETWEEN 20 AND 30", "DELETE FROM t WHERE id = 40", "COMMIT"))
+	if res.KeysApplied < 16 {
+		t.Errorf("%d keys applied, want at least 16", res.KeysApplied)
+	}
+}
+
+// TestAltServerCompressedAndFoldedNames runs on a server with
+// lower_case_table_names=1 and compression on for every session: the table
+// is named with capitals, which the server stores and logs in lower case.
+func TestAltServerCompressedAndFoldedNames(t *testing.T) {
+	db := testdb.NewAlt(t)
+	db.MustExec(t, "CREATE TABLE Orders (id INT PRIMARY KEY, x INT)")
+	db.Fill(t, "orders", 100, "n, n")
+	res := postponedWrites(t, db, "Orders", "MODIFY x BIGINT", nil, changes("Orders"))
+	if res.KeysApplied < 4 {
+		t.Errorf("%d keys applied, want at least 4", res.KeysApplied)
+	}
+}
+
+// TestTimeZoneConversionsMatchNative: on a server at -07:00, DATETIME <->
+// TIMESTAMP conversions and a new DATETIME DEFAULT CURRENT_TIMESTAMP column
+// take the values the server's own ALTER gives.
+func TestTimeZoneConversionsMatchNative(t *testing.T) {
+	db := testdb.NewAlt(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, dt DATETIME(3) NULL, ts TIMESTAMP(3) NULL)")
+	db.Fill(t, "t", 200, "n, TIMESTAMP('2024-03-10 01:00:00') + INTERVAL n*7 MINUTE, FROM_UNIXTIME(1700000000 + n*3600)")
+	db.MustExec(t, "CREATE TABLE ref LIKE t", "INSERT INTO ref SELECT * FROM t")
+	alter := "MODIFY dt TIMESTAMP(3) NULL, MODIFY ts DATETIME(3) NULL"
+	// The native ALTER, in a session of the server's own zone.
+	c, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"SET time_zone = @@global.time_zone", "ALTER TABLE ref " + alter} {
+		if _, err := c.ExecContext(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	migrate(t, config(t, db, "t", alter+", ADD COLUMN added DATETIME DEFAULT CURRENT_TIMESTAMP"))
+	// Instants and wall times, read in UTC by the test's pool.
+	cols := "id, UNIX_TIMESTAMP(dt), ts"
+	if got, want := db.Dump(t, "t", cols, "id"), db.Dump(t, "ref", cols, "id"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("converted values differ from the native ALTER's:\n got  %v\n want %v", got[:3], want[:3])
+	}
+	var off int
+	db.QueryRow("SELECT MAX(ABS(TIMESTAMPDIFF(SECOND, added, CONVERT_TZ(UTC_TIMESTAMP(), '+00:00', '-07:00')))) FROM t").Scan(&off)
+	if off > 300 {
+		t.Fatalf("the new column's CURRENT_TIMESTAMP default is %d s away from the server's local time", off)
+	}
+}
+
+// TestTimestampKeyWithZoneConversionRefused: sluice reads a TIMESTAMP key in
+// UTC, so on a non-UTC server it cannot convert other columns between zones
+// as the server would; it refuses, and changes nothing.
+func TestTimestampKeyWithZoneConversionRefused(t *testing.T) {
+	db := testdb.NewAlt(t)
+	db.MustExec(t, "CREATE TABLE t (at TIMESTAMP PRIMARY KEY, dt DATETIME NULL)")
+	db.Fill(t, "t", 20, "FROM_UNIXTIME(1700000000 + n), NOW()")
+	before := snapshot(t, db, "t")
+	r, err := migration.New(config(t, db, "t", "MODIFY dt TIMESTAMP NULL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "TIMESTAMP column") {
+		t.Fatalf("want a refusal naming the TIMESTAMP key, got %v", err)
+	}
+	untouched(t, db, "t", before)
+}

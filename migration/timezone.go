@@ -1,0 +1,93 @@
+package migration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/schema"
+)
+
+// ZoneIsUTC reports whether a server's time_zone (with system, its
+// system_time_zone, for "SYSTEM") is UTC.
+func ZoneIsUTC(zone, system string) bool {
+	utc := func(z string) bool {
+		return slices.Contains([]string{"+00:00", "-00:00", "UTC", "ETC/UTC", "GMT", "ETC/GMT", "Z", "UCT"}, strings.ToUpper(z))
+	}
+	if strings.EqualFold(zone, "SYSTEM") {
+		return utc(system)
+	}
+	return utc(zone)
+}
+
+// SessionZone returns the time zone sluice's sessions use: the server's own
+// (what the session of a native ALTER would use, so that a DATETIME <->
+// TIMESTAMP conversion or a CURRENT_TIMESTAMP default gets the values the
+// server itself would give), except that a table whose primary key holds a
+// TIMESTAMP column is read in UTC, where every key value names one instant
+// (in a zone with daylight saving time one hour of local times names two).
+// "" means UTC. It is pure.
+func SessionZone(serverZone, systemZone string, key []schema.Column) string {
+	if ZoneIsUTC(serverZone, systemZone) {
+		return ""
+	}
+	for _, c := range key {
+		if c.DataType == "timestamp" {
+			return ""
+		}
+	}
+	return serverZone
+}
+
+// ZoneDependent names the new table's columns whose copied value depends on
+// the session's time zone: a TIMESTAMP converted to or from another type, and
+// an added DATETIME column whose default is the current time. It is pure.
+func ZoneDependent(m *schema.Mapping) []string {
+	var out []string
+	paired := map[string]bool{}
+	for _, p := range m.Pairs {
+		paired[strings.ToLower(p.To.Name)] = true
+		if (p.From.DataType == "timestamp") != (p.To.DataType == "timestamp") {
+			out = append(out, p.To.Name)
+		}
+	}
+	for _, c := range m.Target.Columns {
+		if !paired[strings.ToLower(c.Name)] && !c.Generated && c.DataType == "datetime" && c.DefaultNow {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// checkZone refuses a copy whose converted values depend on the time zone
+// when sluice must run in UTC (a TIMESTAMP key) on a server that does not.
+func (r *Runner) checkZone() error {
+	if r.cfg.Conn.TimeZone != "" || ZoneIsUTC(r.vars.TimeZone, r.vars.SystemZone) {
+		return nil
+	}
+	if cols := ZoneDependent(r.mapping); len(cols) > 0 {
+		return preflightErr("the ALTER converts %s between time zones, the server's is %s, and the primary key has a TIMESTAMP column, which sluice reads in UTC; run the conversion in a separate migration of a table keyed otherwise, or set the server's time_zone to UTC",
+			strings.Join(cols, ", "), r.vars.TimeZone)
+	}
+	return nil
+}
+
+// useServerZone reopens the pool in the server's time zone when SessionZone
+// says so (see SessionZone).
+func (r *Runner) useServerZone(ctx context.Context, pk []schema.Column) error {
+	zone := SessionZone(r.vars.TimeZone, r.vars.SystemZone, pk)
+	if zone == "" {
+		return nil
+	}
+	r.cfg.Conn.TimeZone = zone
+	db, err := dbconn.Open(ctx, r.cfg.Conn, r.cfg.Database, r.poolSize())
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
+	r.db.Close()
+	r.db = db
+	r.log.Info("sessions use the server's time zone", "time_zone", zone)
+	return nil
+}
