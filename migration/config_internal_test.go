@@ -93,7 +93,7 @@ func TestAutoIncrementParse(t *testing.T) {
 	for text, want := range map[string]uint64{
 		"CREATE TABLE `t` (\n  `id` int NOT NULL AUTO_INCREMENT,\n  PRIMARY KEY (`id`)\n) ENGINE=InnoDB AUTO_INCREMENT=18 DEFAULT CHARSET=utf8mb4": 18,
 		"CREATE TABLE `t` (\n  `id` int NOT NULL AUTO_INCREMENT,\n  PRIMARY KEY (`id`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4":                   0,
-		"CREATE TABLE `t` (\n  `c` varchar(9) DEFAULT 'AUTO_INCREMENT=5'\n) ENGINE=InnoDB":                                                        0,
+		"CREATE TABLE `t` (\n  `c` varchar(9) DEFAULT 'AUTO_INCREMENT=5'\n) ENGINE=InnoDB":                                                         0,
 	} {
 		got, err := AutoIncrement(strings.ReplaceAll(text, "\\n", "\n"))
 		if err != nil || got != want {
