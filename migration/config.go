@@ -196,6 +196,10 @@ type Result struct {
 	// ChecksumWithIndex: the checksum ran beside the secondary-index build.
 	ChecksumWithIndex bool
 	OldTable          string // the original table's name after the swap ("" if dropped)
+	// ChangedRowsVerified counts the rows changed after the checksum that the
+	// final guard found equal in both tables (before or under the cut-over's
+	// lock); a row changed again is counted again.
+	ChangedRowsVerified int64
 	// AutoIncrement is the AUTO_INCREMENT counter carried over to the new
 	// table at cut-over (0 when the new table's own was already as high).
 	AutoIncrement uint64

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicedb/sluice/internal/testdb"
 	"github.com/sluicedb/sluice/migration"
@@ -125,5 +126,74 @@ func TestQuotesInTableName(t *testing.T) {
 	db.QueryRow("SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND COLUMN_NAME = 'x'", db.Name, name).Scan(&typ)
 	if typ != "bigint" {
 		t.Fatalf("x is %q after the migration", typ)
+	}
+}
+
+// TestFinalGuardStopsWrongApply: a row changed after the checksum and then
+// wrong in the new table (as a faulty apply would leave it) must stop the
+// cut-over; the guard compares every such row under the cut-over's lock.
+func TestFinalGuardStopsWrongApply(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, x INT)")
+	db.Fill(t, "t", 1000, "n, n")
+	before := ""
+	cfg := config(t, db, "t", "MODIFY x BIGINT")
+	cfg.PostponeCutover = true
+	cfg.OnPhase = func(phase string) {
+		if phase != "postponed" {
+			return
+		}
+		db.MustExec(t, "UPDATE t SET x = -5 WHERE id = 5", "UPDATE t SET x = -6 WHERE id = 6")
+		// Wait until the apply has copied both changes, then spoil one.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			var n int
+			db.QueryRow("SELECT COUNT(*) FROM _t_new WHERE x < 0").Scan(&n)
+			if n == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Error("the changes never reached the new table")
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		db.MustExec(t, "UPDATE _t_new SET x = 55 WHERE id = 5")
+		before = snapshot(t, db, "t")
+		db.MustExec(t, "DROP TABLE _t_cutover")
+	}
+	r, err := migration.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "changed after the checksum differs") {
+		t.Fatalf("want the final guard to stop the cut-over, got %v (%d changed rows compared)", err, res.ChangedRowsVerified)
+	}
+	untouched(t, db, "t", before)
+}
+
+// TestFinalGuardCountsChangedRows: without damage, the rows changed after
+// the checksum are compared under the lock (or before it) and the swap goes
+// ahead.
+func TestFinalGuardCountsChangedRows(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, x INT)")
+	db.Fill(t, "t", 1000, "n, n")
+	cfg := config(t, db, "t", "MODIFY x BIGINT")
+	cfg.PostponeCutover = true
+	cfg.OnPhase = func(phase string) {
+		if phase == "postponed" {
+			db.MustExec(t, "UPDATE t SET x = -x WHERE id <= 300", "DELETE FROM t WHERE id > 990", "DROP TABLE _t_cutover")
+		}
+	}
+	res := migrate(t, cfg)
+	var neg, all int
+	db.QueryRow("SELECT SUM(x < 0), COUNT(*) FROM t").Scan(&neg, &all)
+	if neg != 300 || all != 990 {
+		t.Fatalf("%d negative of %d rows, want 300 of 990", neg, all)
+	}
+	if res.ChangedRowsVerified < 310 {
+		t.Fatalf("the final guard compared %d changed rows, want at least 310", res.ChangedRowsVerified)
 	}
 }

@@ -47,7 +47,7 @@ func (r *Runner) waitForCutover(ctx context.Context) error {
 	start := time.Now()
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
-	logged := time.Now()
+	logged, verified := time.Now(), time.Now()
 	for {
 		state, err := postponeState(ctx, r.db, r.cfg.Database, r.names.Postpone)
 		switch {
@@ -58,6 +58,13 @@ func (r *Runner) waitForCutover(ctx context.Context) error {
 			return nil
 		case state == stateCancel:
 			return ErrCancelled
+		}
+		if time.Since(verified) >= 5*time.Second {
+			// Keep the final guard's list short (verify.go).
+			verified = time.Now()
+			if err := r.verifyChanged(ctx); err != nil {
+				return err
+			}
 		}
 		if time.Since(logged) >= time.Minute {
 			logged = time.Now()

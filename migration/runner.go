@@ -42,6 +42,7 @@ type Runner struct {
 	mapping *schema.Mapping
 
 	sched    *apply.Scheduler
+	tracker  *apply.Tracker // keys changed since the checksum (verify.go)
 	applier  *apply.Applier
 	streamer *binlog.Streamer
 	// copier is set by the copy phase and read by the progress reporter.
@@ -81,7 +82,8 @@ func New(cfg Config) (*Runner, error) {
 	var id [8]byte
 	crand.Read(id[:])
 	cfg.Conn.RunID = hex.EncodeToString(id[:])
-	r := &Runner{cfg: cfg, log: cfg.Logger, alter: alter, names: schema.NamesFor(cfg.Table), sched: apply.NewScheduler()}
+	r := &Runner{cfg: cfg, log: cfg.Logger, alter: alter, names: schema.NamesFor(cfg.Table), sched: apply.NewScheduler(),
+		tracker: apply.NewTracker()}
 	r.phase.Store("new")
 	return r, nil
 }
@@ -220,7 +222,7 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 	}
 	r.streamer, err = binlog.Start(ctx, binlog.Config{
 		Conn: r.cfg.Conn, TLS: tlsConf, Database: r.cfg.Database, Table: r.cfg.Table,
-		Columns: len(r.orig.Columns), Key: r.key, Sink: r.sched,
+		Columns: len(r.orig.Columns), Key: r.key, Sink: tee{r.tracker, r.sched},
 	}, pos)
 	if err != nil {
 		return err
@@ -518,6 +520,9 @@ func (r *Runner) openSnapshots(ctx context.Context) (*snapshots, error) {
 				return fmt.Errorf("checksum: open snapshot: %w", err)
 			}
 		}
+		// Every change from here on is after the snapshot: record it for
+		// the final guard (verify.go).
+		r.tracker.Start()
 		return nil
 	})
 	if err != nil {
@@ -551,12 +556,18 @@ func (r *Runner) cutover(ctx context.Context) error {
 		if err := r.waitBacklog(ctx, 200); err != nil {
 			return err
 		}
+		if err := r.verifyChanged(ctx); err != nil {
+			return err
+		}
 		return r.pauseApply(ctx)
 	}
 	release := func() { r.sched.Hold(false) }
 	err := r.withTableLock(ctx, "cut-over", spec, before, release, func(ctx context.Context, lock *sql.Conn) error {
 		start := time.Now()
 		err := r.drainLocked(ctx, lock, time.Second)
+		if err == nil {
+			err = r.verifyLocked(ctx, lock)
+		}
 		if err == nil {
 			err = r.carryAutoIncrement(ctx, lock)
 		}

@@ -154,36 +154,11 @@ func Compare(ctx context.Context, conns []*sql.Conn, cfg Config) (Result, error)
 	if cfg.ChunkRows <= 0 {
 		cfg.ChunkRows = 20000
 	}
-	var res Result
-	var srcCols, dstCols []Col
-	converted := false
-	for _, p := range cfg.Mapping.Pairs {
-		expr, ok := Convert(p.From, p.To)
-		if !ok {
-			res.Skipped = append(res.Skipped, p.To.Name)
-			continue
-		}
-		null := p.From.Nullable || p.To.Nullable
-		src := col(p.From, null)
-		if expr != dbconn.QuoteIdent(p.From.Name) {
-			// A converted value: read as bytes on both sides, like the
-			// mixed collations below.
-			src.Expr, converted = expr, true
-			src.Text = src.Text || p.To.Charset != ""
-		}
-		srcCols, dstCols = append(srcCols, src), append(dstCols, col(p.To, null))
-		res.Compared = append(res.Compared, p.To.Name)
-	}
-	for _, k := range cfg.Key {
-		if !slices.ContainsFunc(srcCols, func(c Col) bool { return strings.EqualFold(c.Name, k.Name) }) {
-			srcCols, dstCols = append(srcCols, col(k.Column, false)), append(dstCols, col(k.Column, false))
-		}
-	}
-	// Both sides must hash the same bytes: cast on both or on neither.
-	cast := converted || mixedText(srcCols) || mixedText(dstCols)
-	srcQ := "SELECT COUNT(*), COALESCE(BIT_XOR(" + rowHash(srcCols, cast) + "), 0) FROM " +
+	h := hashes(cfg)
+	res := Result{Compared: h.compared, Skipped: h.skipped}
+	srcQ := "SELECT COUNT(*), COALESCE(BIT_XOR(" + h.src + "), 0) FROM " +
 		cfg.Mapping.Source.Quoted() + " FORCE INDEX (PRIMARY) WHERE "
-	dstQ := "SELECT COUNT(*), COALESCE(BIT_XOR(" + rowHash(dstCols, cast) + "), 0) FROM " +
+	dstQ := "SELECT COUNT(*), COALESCE(BIT_XOR(" + h.dst + "), 0) FROM " +
 		cfg.Mapping.Target.Quoted() + " FORCE INDEX (PRIMARY) WHERE "
 
 	var chunks, rows atomic.Int64
@@ -246,4 +221,104 @@ func Compare(ctx context.Context, conns []*sql.Conn, cfg Config) (Result, error)
 		err = fmt.Errorf("%w: the original has %d rows and the shadow %d, but the compared ranges held %d", ErrMismatch, srcTotal, dstTotal, res.Rows)
 	}
 	return res, err
+}
+
+// rowHashes are the per-row hash expressions of both tables.
+type rowHashes struct {
+	src, dst          string
+	compared, skipped []string // new-table columns in and out of the hash
+}
+
+// hashes builds the per-row hash of each table over the compared columns
+// (converted on the original's side where their type changed, see Convert)
+// and the key.
+func hashes(cfg Config) rowHashes {
+	var h rowHashes
+	var srcCols, dstCols []Col
+	converted := false
+	for _, p := range cfg.Mapping.Pairs {
+		expr, ok := Convert(p.From, p.To)
+		if !ok {
+			h.skipped = append(h.skipped, p.To.Name)
+			continue
+		}
+		null := p.From.Nullable || p.To.Nullable
+		src := col(p.From, null)
+		if expr != dbconn.QuoteIdent(p.From.Name) {
+			// A converted value: read as bytes on both sides, like the
+			// mixed collations below.
+			src.Expr, converted = expr, true
+			src.Text = src.Text || p.To.Charset != ""
+		}
+		srcCols, dstCols = append(srcCols, src), append(dstCols, col(p.To, null))
+		h.compared = append(h.compared, p.To.Name)
+	}
+	for _, k := range cfg.Key {
+		if !slices.ContainsFunc(srcCols, func(c Col) bool { return strings.EqualFold(c.Name, k.Name) }) {
+			srcCols, dstCols = append(srcCols, col(k.Column, false)), append(dstCols, col(k.Column, false))
+		}
+	}
+	// Both sides must hash the same bytes: cast on both or on neither.
+	cast := converted || mixedText(srcCols) || mixedText(dstCols)
+	h.src, h.dst = rowHash(srcCols, cast), rowHash(dstCols, cast)
+	return h
+}
+
+// Querier runs queries: a *sql.DB, a *sql.Conn, a *sql.Tx.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// CompareKeys compares the rows of keys in both tables, row by row, on q,
+// which must see both tables as of one instant (a consistent snapshot, or
+// under a lock that stops every write). It returns the keys whose rows differ
+// (present on one side only, or with another hash), in no order.
+func CompareKeys(ctx context.Context, q Querier, cfg Config, keys []rowkey.Key) ([]rowkey.Key, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	h := hashes(cfg)
+	in, args := cfg.Key.InList(keys)
+	read := func(table *schema.Table, hash string) (map[string]string, error) {
+		rows, err := q.QueryContext(ctx, "SELECT "+cfg.Key.SelectExprs()+", "+hash+" FROM "+table.Quoted()+" WHERE "+in, args...)
+		if err != nil {
+			return nil, fmt.Errorf("compare changed rows of %s: %w", table.Name, err)
+		}
+		defer rows.Close()
+		out := map[string]string{}
+		for rows.Next() {
+			raw := make([][]byte, len(cfg.Key)+1)
+			ptrs := make([]any, len(raw))
+			for i := range raw {
+				ptrs[i] = &raw[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				return nil, fmt.Errorf("compare changed rows of %s: %w", table.Name, err)
+			}
+			k, err := cfg.Key.FromScan(raw[:len(cfg.Key)])
+			if err != nil {
+				return nil, err
+			}
+			out[k.Encode()] = string(raw[len(cfg.Key)])
+		}
+		return out, rows.Err()
+	}
+	src, err := read(cfg.Mapping.Source, h.src)
+	if err != nil {
+		return nil, err
+	}
+	dst, err := read(cfg.Mapping.Target, h.dst)
+	if err != nil {
+		return nil, err
+	}
+	var differ []rowkey.Key
+	for _, k := range keys {
+		e := k.Encode()
+		a, inSrc := src[e]
+		b, inDst := dst[e]
+		if inSrc != inDst || a != b {
+			differ = append(differ, k)
+		}
+	}
+	return differ, nil
 }
