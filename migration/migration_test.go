@@ -334,6 +334,16 @@ func TestPreflightRefusals(t *testing.T) {
 		{table: "ok", alter: "ADD COLUMN v INT", want: "does not apply"},
 		{table: "ok", alter: "DROP PRIMARY KEY", want: "primary key"},
 		{table: "ok", alter: "ADD COLUMN x INT", want: "binlog_format=STATEMENT", params: map[string]string{"binlog_format": "'STATEMENT'"}},
+		// Values drawn anew at each insert would change each time a row is
+		// copied again.
+		{table: "ok", alter: "ADD COLUMN u CHAR(36) NOT NULL DEFAULT (UUID())", want: "UUID()"},
+		{table: "ok", alter: "ADD COLUMN r DOUBLE DEFAULT (RAND())", want: "RAND()"},
+		{table: "ok", alter: "ADD COLUMN n BIGINT NOT NULL AUTO_INCREMENT, ADD UNIQUE KEY (n)", want: "AUTO_INCREMENT"},
+		{table: "ok", alter: "MODIFY v INT NOT NULL AUTO_INCREMENT, ADD UNIQUE KEY (v)", want: "AUTO_INCREMENT"},
+		// What sluice parses and what the server runs must be the same text.
+		{table: "ok", alter: "ADD COLUMN x INT -- and more", want: "comment"},
+		{table: "ok", alter: "ADD COLUMN x INT /*!99999 , DROP COLUMN v */", want: "comment"},
+		{table: "ok", alter: "ADD COLUMN x INT # note", want: "comment"},
 	}
 	for _, c := range cases {
 		t.Run(c.table+"/"+c.alter, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/ddl"
 	"github.com/sluicedb/sluice/internal/plan"
 	"github.com/sluicedb/sluice/internal/rowkey"
 	"github.com/sluicedb/sluice/internal/schema"
@@ -278,6 +279,9 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 			return preflightErr("the ALTER renames primary key column %s; sluice does not support that yet", k)
 		}
 	}
+	if err := r.checkVolatile(); err != nil {
+		return err
+	}
 	maxLoad, _ := throttle.ParseLimits(r.cfg.MaxLoad) // checked by Config.validate
 	critical, _ := throttle.ParseLimits(r.cfg.CriticalLoad)
 	r.throttle = throttle.New(throttle.Config{DB: db, MaxLoad: maxLoad, CriticalLoad: critical,
@@ -405,6 +409,9 @@ func (r *Runner) createShadow(ctx context.Context) error {
 	if err := r.checkZone(); err != nil {
 		return err
 	}
+	if err := r.checkShadowVolatile(); err != nil {
+		return err
+	}
 	r.log.Info("shadow table ready", "table", r.names.Shadow, "columns_copied", len(r.mapping.Pairs))
 	return nil
 }
@@ -419,4 +426,41 @@ func sameKey(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// checkVolatile refuses, on the copy path, new columns whose value the server
+// draws anew at each insert (UUID(), RAND(), AUTO_INCREMENT...): the copy
+// inserts a row again each time the application changes it, so such a value
+// would change under the application. A default of the current time is
+// accepted: a row gets the time it was last copied.
+func (r *Runner) checkVolatile() error {
+	for _, v := range r.alter.NonDeterministic {
+		if v.Kind == ddl.VolatileTime {
+			continue
+		}
+		return preflightErr("%s; %s", v, v.Alternative)
+	}
+	for name := range r.alter.AutoIncrementRedefined {
+		c, ok := r.orig.Column(name)
+		if ok && !c.AutoInc && c.Nullable {
+			return preflightErr("the ALTER makes %s AUTO_INCREMENT while it may hold NULLs, which would be numbered anew each time sluice copies their row; fill them first, or make it NOT NULL in a migration of its own", c.Name)
+		}
+	}
+	return nil
+}
+
+// checkShadowVolatile is the server's word on checkVolatile: a column of the
+// new table that takes no copied value and is AUTO_INCREMENT would be
+// numbered anew each time a row is copied.
+func (r *Runner) checkShadowVolatile() error {
+	paired := map[string]bool{}
+	for _, p := range r.mapping.Pairs {
+		paired[strings.ToLower(p.To.Name)] = true
+	}
+	for _, c := range r.shadow.Columns {
+		if !paired[strings.ToLower(c.Name)] && c.AutoInc {
+			return preflightErr("the new column %s is AUTO_INCREMENT: sluice would number a row anew each time it copies it; add it with ALTER TABLE directly (it blocks writes), or add a plain column, fill it, then make it AUTO_INCREMENT", c.Name)
+		}
+	}
+	return nil
 }

@@ -1,14 +1,17 @@
 // Package ddl parses the ALTER clause a user gives sluice and says what it does
-// to columns and keys: which columns it renames, drops or adds, and whether it
-// touches the primary key or renames the table. It uses the TiDB SQL parser and
-// needs no server; the server's own word on the ALTER comes later, when sluice
-// applies it to an empty copy of the table.
+// to columns and keys: which columns it renames, drops or adds, which added
+// columns take a value that changes at each insert, and whether it touches the
+// primary key or renames the table. It refuses a clause with comments, which
+// the parser and the server may read differently. It uses the TiDB SQL parser
+// and needs no server; the server's own word on the ALTER comes later, when
+// sluice applies it to an empty copy of the table.
 package ddl
 
 import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -32,6 +35,20 @@ type Alter struct {
 	RenamesTable bool
 	// Specs are the clause's parts, as the parser sees them.
 	Specs []*ast.AlterTableSpec
+	// NonDeterministic lists the added columns whose value the server
+	// computes anew at each insert (see Volatile), in the order written, once
+	// per column and cause. A later ALTER COLUMN ... SET DEFAULT of an added
+	// column adds its causes and removes none. Parse does not refuse these
+	// columns: the copy path should, unless it accepts the kind
+	// (VolatileTime, perhaps).
+	NonDeterministic []Volatile
+	// AutoIncrementRedefined holds the lower-case original names of existing
+	// columns that MODIFY or CHANGE declares AUTO_INCREMENT, whether or not
+	// they already were (only the table's schema tells). Their values are
+	// copied, but an insert replaces a copied NULL, and a copied 0 unless
+	// sql_mode has NO_AUTO_VALUE_ON_ZERO, with a new number, drawn again each
+	// time the row is copied.
+	AutoIncrementRedefined map[string]bool
 }
 
 // Text returns one part of the clause as SQL text.
@@ -48,11 +65,17 @@ var ErrInvalid = errors.New("invalid ALTER")
 
 // Parse parses clause, the part after "ALTER TABLE name" (a full
 // "ALTER TABLE name ..." statement is accepted too, and its name ignored).
+// Trailing semicolons are dropped. A clause that holds a comment outside
+// quoted strings and identifiers is refused: sluice appends to the clause,
+// and sluice's parser and the server need not read a comment alike.
 func Parse(clause string) (*Alter, error) {
-	c := strings.TrimSpace(clause)
-	c = strings.TrimRight(c, "; \t\n")
+	c := strings.TrimRightFunc(clause, func(r rune) bool { return r == ';' || unicode.IsSpace(r) })
+	c = strings.TrimSpace(c)
 	if c == "" {
 		return nil, fmt.Errorf("%w: the ALTER clause is empty: pass --alter \"ADD COLUMN ...\"", ErrInvalid)
+	}
+	if err := checkComments(c); err != nil {
+		return nil, err
 	}
 	if strings.HasPrefix(strings.ToUpper(c), "ALTER TABLE") {
 		// A whole statement: check it parses, then keep what follows the name.
@@ -73,7 +96,8 @@ func Parse(clause string) (*Alter, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q is not an ALTER TABLE clause", ErrInvalid, c)
 	}
-	out := &Alter{Clause: c, Renames: map[string]string{}, Dropped: map[string]bool{}, Added: map[string]bool{}, Specs: at.Specs}
+	out := &Alter{Clause: c, Renames: map[string]string{}, Dropped: map[string]bool{}, Added: map[string]bool{},
+		Specs: at.Specs, AutoIncrementRedefined: map[string]bool{}}
 	for _, spec := range at.Specs {
 		switch spec.Tp {
 		case ast.AlterTableChangeColumn:
@@ -84,6 +108,7 @@ func Parse(clause string) (*Alter, error) {
 					out.Renames[old] = nw
 				}
 			}
+			out.redefined(old, spec.NewColumns)
 			if hasPKOption(spec.NewColumns) {
 				out.ChangesPrimaryKey = true
 			}
@@ -94,11 +119,15 @@ func Parse(clause string) (*Alter, error) {
 		case ast.AlterTableAddColumns:
 			for _, col := range spec.NewColumns {
 				out.Added[col.Name.Name.L] = true
+				out.noteVolatile(col)
 			}
 			if hasPKOption(spec.NewColumns) {
 				out.ChangesPrimaryKey = true
 			}
 		case ast.AlterTableModifyColumn:
+			if len(spec.NewColumns) == 1 {
+				out.redefined(spec.NewColumns[0].Name.Name.L, spec.NewColumns)
+			}
 			if hasPKOption(spec.NewColumns) {
 				out.ChangesPrimaryKey = true
 			}
@@ -107,6 +136,11 @@ func Parse(clause string) (*Alter, error) {
 		case ast.AlterTableAddConstraint:
 			if spec.Constraint != nil && spec.Constraint.Tp == ast.ConstraintPrimaryKey {
 				out.ChangesPrimaryKey = true
+			}
+		case ast.AlterTableAlterColumn:
+			// SET DEFAULT on a column added earlier in the clause.
+			if len(spec.NewColumns) == 1 && out.Added[spec.NewColumns[0].Name.Name.L] {
+				out.noteVolatile(spec.NewColumns[0])
 			}
 		case ast.AlterTableRenameTable:
 			out.RenamesTable = true
@@ -136,6 +170,36 @@ func (a *Alter) SourceColumn(newName string, orig func(string) bool) (string, bo
 		return "", false
 	}
 	return newName, orig(newName)
+}
+
+// redefined notes what MODIFY or CHANGE of column old (lower case) makes
+// volatile: all of its volatile causes when the clause added the column
+// earlier, its AUTO_INCREMENT when the column exists in the table.
+func (a *Alter) redefined(old string, cols []*ast.ColumnDef) {
+	if len(cols) != 1 {
+		return
+	}
+	if a.Added[old] {
+		a.noteVolatile(cols[0])
+		return
+	}
+	if hasAutoIncrement(cols[0]) {
+		a.AutoIncrementRedefined[old] = true
+	}
+}
+
+// noteVolatile adds col's volatile causes to NonDeterministic, each column
+// and cause once.
+func (a *Alter) noteVolatile(col *ast.ColumnDef) {
+next:
+	for _, v := range volatiles(col) {
+		for _, w := range a.NonDeterministic {
+			if strings.EqualFold(v.Column, w.Column) && v.Cause == w.Cause {
+				continue next
+			}
+		}
+		a.NonDeterministic = append(a.NonDeterministic, v)
+	}
 }
 
 func parseOne(sql string) (ast.StmtNode, error) {
