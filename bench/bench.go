@@ -30,6 +30,9 @@ type Options struct {
 	// Variants are further sluice runs, each with its own extra flags
 	// (space-separated), timed beside the default one in the same run.
 	Variants []string
+	// Baselines are other sluice binaries (another build, e.g. an earlier
+	// commit's), each timed beside this one in the same run.
+	Baselines []string
 	// Repeat runs every ALTER this many times, interleaved (F, sluice, peer,
 	// F, sluice, ...), and reports medians (default 1).
 	Repeat int
@@ -200,6 +203,12 @@ func Run(ctx context.Context, o Options) error {
 		out := append(natives, step{name: "sluice " + name, load: load, op: sluice(sluiceAlter)})
 		for _, v := range o.Variants {
 			out = append(out, step{name: "sluice " + name + " " + v, load: load, op: sluiceWith(sluiceAlter, strings.Fields(v))})
+		}
+		for _, b := range o.Baselines {
+			args := append([]string(nil), o.SluiceArgs...)
+			out = append(out, step{name: "sluice " + name + " [" + b + "]", load: load, op: func(ctx context.Context) (opResult, error) {
+				return s.runSluice(ctx, b, sluiceAlter, args)
+			}})
 		}
 		if o.PtOsc != "" && !o.SluiceOnly {
 			out = append(out, step{name: "pt-online-schema-change " + name, load: load, op: ptosc(sluiceAlter)})

@@ -17,6 +17,13 @@ func TestCheckServer(t *testing.T) {
 	if err := CheckServer(replica); err != nil {
 		t.Fatalf("a replica that logs what it replicates refused: %v", err)
 	}
+	for _, do := range [][]string{{"shop"}, {"a", "shop"}, {"SHOP"}} {
+		v := ok
+		v.Database, v.BinlogDoDB, v.LowerCaseNames = "shop", do, 1
+		if err := CheckServer(v); err != nil {
+			t.Fatalf("binlog-do-db=%v keeps shop: %v", do, err)
+		}
+	}
 	bad := []struct {
 		mut  func(v *ServerVars)
 		want string
@@ -29,6 +36,9 @@ func TestCheckServer(t *testing.T) {
 		{func(v *ServerVars) { v.Version = "8.0.12" }, "8.0.13 or later"},
 		{func(v *ServerVars) { v.Version = "10.11.6-MariaDB" }, "MariaDB"},
 		{func(v *ServerVars) { v.Replica = true }, "log_replica_updates=OFF"},
+		{func(v *ServerVars) { v.Database, v.BinlogIgnoreDB = "shop", []string{"x", "shop"} }, "binlog filters"},
+		{func(v *ServerVars) { v.Database, v.BinlogDoDB = "shop", []string{"other"} }, "binlog filters"},
+		{func(v *ServerVars) { v.Database, v.BinlogDoDB, v.LowerCaseNames = "shop", []string{"Other"}, 1 }, "binlog filters"},
 	}
 	for _, b := range bad {
 		v := ok

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
+	"github.com/sluicedb/sluice/internal/binlog"
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/ddl"
 	"github.com/sluicedb/sluice/internal/plan"
@@ -45,12 +46,31 @@ type ServerVars struct {
 	// writes what it replicates to its own binlog (log_replica_updates).
 	Replica        bool
 	ReplicaUpdates bool
+	// Database is the migrated table's; BinlogDoDB and BinlogIgnoreDB are
+	// the server's binlog filters.
+	Database                   string
+	BinlogDoDB, BinlogIgnoreDB []string
+}
+
+// filtered reports whether binlog filters keep database's changes out of the
+// binary log.
+func filtered(database string, do, ignore []string, fold bool) bool {
+	in := func(list []string) bool {
+		for _, d := range list {
+			if d == database || (fold && strings.EqualFold(d, database)) {
+				return true
+			}
+		}
+		return false
+	}
+	return (len(do) > 0 && !in(do)) || in(ignore)
 }
 
 // readServerVars reads the settings preflight checks.
-func readServerVars(ctx context.Context, db *sql.DB) (ServerVars, error) {
-	var v ServerVars
-	if err := db.QueryRowContext(ctx, `SELECT @@version, @@version_comment, @@global.log_bin,
+func readServerVars(ctx context.Context, db *sql.DB, database string) (ServerVars, error) {
+	v := ServerVars{Database: database}
+	var err error
+	if err = db.QueryRowContext(ctx, `SELECT @@version, @@version_comment, @@global.log_bin,
 		@@global.binlog_format, @@global.binlog_row_image, @@session.binlog_format, @@session.binlog_row_image,
 		@@global.time_zone, @@system_time_zone, @@lower_case_table_names`).
 		Scan(&v.Version, &v.VersionComment, &v.LogBin, &v.Format, &v.RowImage, &v.SessionFormat, &v.SessionImage,
@@ -62,6 +82,9 @@ func readServerVars(ctx context.Context, db *sql.DB) (ServerVars, error) {
 		db.QueryRowContext(ctx, "SELECT @@global.log_slave_updates").Scan(&updates) // before 8.0.26
 	}
 	v.ReplicaUpdates = updates.String == "1" || strings.EqualFold(updates.String, "ON")
+	if v.BinlogDoDB, v.BinlogIgnoreDB, err = binlog.Filters(ctx, db); err != nil {
+		return v, fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
 	var channels int
 	// A replica has at least one channel configured (REPLICATION CLIENT,
 	// which sluice needs anyway, reads it).
@@ -108,6 +131,10 @@ func CheckServer(v ServerVars) error {
 	}
 	if v.SessionImage != "" && !strings.EqualFold(v.SessionImage, "FULL") {
 		return preflightErr("sluice's own session has binlog_row_image=%s; remove that setting from its connection options", v.SessionImage)
+	}
+	if filtered(v.Database, v.BinlogDoDB, v.BinlogIgnoreDB, v.LowerCaseNames != 0) {
+		return preflightErr("the server's binlog filters (binlog-do-db=%s, binlog-ignore-db=%s) leave database %s out of the binary log, so sluice could not see its changes; remove the filter",
+			strings.Join(v.BinlogDoDB, ","), strings.Join(v.BinlogIgnoreDB, ","), v.Database)
 	}
 	if v.Replica && !v.ReplicaUpdates {
 		return preflightErr("the server is a replica with log_replica_updates=OFF: the changes it replicates never reach its binlog, so sluice would miss them; run sluice on the source, or turn log_replica_updates on")
@@ -168,7 +195,7 @@ func (r *Runner) preflight(ctx context.Context) error {
 	}
 	r.db = db
 
-	v, err := readServerVars(ctx, db)
+	v, err := readServerVars(ctx, db, r.cfg.Database)
 	if err != nil {
 		return err
 	}
@@ -191,6 +218,7 @@ func (r *Runner) preflight(ctx context.Context) error {
 	// From here on the table is named as the server stores it (the binlog
 	// and the metadata locks spell it so under lower_case_table_names=1).
 	r.cfg.Database, r.cfg.Table, r.names = t.Database, t.Name, schema.NamesFor(t.Name)
+	r.vars.Database = t.Database
 	if err := r.useServerZone(ctx, t.PKColumns()); err != nil {
 		return err
 	}

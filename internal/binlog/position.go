@@ -96,3 +96,53 @@ func scanPosition(rows *sql.Rows) (Position, error) {
 	}
 	return Position{File: string(vals[0]), Pos: uint32(pos)}, rows.Err()
 }
+
+// Filters returns the server's binlog filters (--binlog-do-db and
+// --binlog-ignore-db), as SHOW BINARY LOG STATUS shows them.
+func Filters(ctx context.Context, q interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}) (do, ignore []string, err error) {
+	var lastErr error
+	for _, stmt := range []string{"SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"} {
+		rows, err := q.QueryContext(ctx, stmt)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		defer rows.Close()
+		cols, err := rows.Columns()
+		if err != nil {
+			return nil, nil, err
+		}
+		if !rows.Next() {
+			return nil, nil, rows.Err()
+		}
+		vals := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, nil, err
+		}
+		list := func(v sql.RawBytes) []string {
+			var out []string
+			for _, d := range strings.Split(string(v), ",") {
+				if d = strings.TrimSpace(d); d != "" {
+					out = append(out, d)
+				}
+			}
+			return out
+		}
+		for i, c := range cols {
+			switch {
+			case strings.EqualFold(c, "Binlog_Do_DB"):
+				do = list(vals[i])
+			case strings.EqualFold(c, "Binlog_Ignore_DB"):
+				ignore = list(vals[i])
+			}
+		}
+		return do, ignore, rows.Err()
+	}
+	return nil, nil, fmt.Errorf("read binary log filters: %w", lastErr)
+}

@@ -8,15 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
-	"github.com/pingcap/tidb/pkg/parser"
-	"github.com/pingcap/tidb/pkg/parser/ast"
-	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // the parser needs a value driver
 
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/rowkey"
@@ -42,6 +38,12 @@ type Config struct {
 	Columns int
 	Key     rowkey.Cols
 	Sink    Sink
+	// FoldCase makes Database and Table match the names in the binlog
+	// without regard to letter case, in row events and in DDL statements.
+	// Set it when the server's lower_case_table_names is 1 or 2; with 0
+	// names are case-sensitive (`Orders` and `orders` are two tables) and
+	// are compared byte for byte.
+	FoldCase bool
 }
 
 // Streamer reads the binlog from a start position in a goroutine of its own.
@@ -50,6 +52,9 @@ type Config struct {
 type Streamer struct {
 	cfg    Config
 	syncer *replication.BinlogSyncer
+	// checksum is whether the events of the current binlog file end with a
+	// CRC32, as its format description says. Only the reader goroutine uses it.
+	checksum bool
 
 	mu      sync.Mutex // protects pos, err, lastTS
 	pos     Position
@@ -67,7 +72,6 @@ func Start(ctx context.Context, cfg Config, start Position) (*Streamer, error) {
 		return nil, errors.New("binlog: Sink and Key are required")
 	}
 	s := &Streamer{cfg: cfg, pos: start, changed: make(chan struct{}), done: make(chan struct{})}
-	db, table := []byte(cfg.Database), []byte(cfg.Table)
 	scfg := replication.BinlogSyncerConfig{
 		ServerID:                uint32(1_000_000_000 + rand.IntN(1_000_000_000)),
 		Flavor:                  mysql.MySQLFlavor,
@@ -77,22 +81,29 @@ func Start(ctx context.Context, cfg Config, start Position) (*Streamer, error) {
 		Password:                cfg.Conn.Password,
 		TLSConfig:               cfg.TLS,
 		TimestampStringLocation: time.UTC,
-		HeartbeatPeriod:         time.Second,
-		ReadTimeout:             10 * time.Second,
-		MaxReconnectAttempts:    10,
-		Logger:                  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// DECIMAL key values exactly (the default is a float64).
+		UseDecimal:           true,
+		HeartbeatPeriod:      time.Second,
+		ReadTimeout:          10 * time.Second,
+		MaxReconnectAttempts: 10,
+		Logger:               slog.New(slog.NewTextHandler(io.Discard, nil)),
 		// Decode the rows of our table only: under a heavy load most events
-		// belong to other tables and are skipped without being parsed.
+		// belong to other tables and are skipped without being parsed. The
+		// parser of a compressed transaction's payload inherits this.
 		RowsEventDecodeFunc: func(re *replication.RowsEvent, data []byte) error {
 			pos, err := re.DecodeHeader(data)
 			if err != nil {
 				return err
 			}
-			if string(re.Table.Table) != string(table) || string(re.Table.Schema) != string(db) {
+			if !s.cfg.isTable(re.Table.Schema, re.Table.Table) {
 				return nil
 			}
 			return re.DecodeData(pos, data)
 		},
+		// go-mysql creates a zstd decoder for each payload and decodes it
+		// with DecodeAll, which uses one block decoder: the default (one per
+		// CPU) would allocate the others for nothing.
+		PayloadDecoderConcurrency: 1,
 	}
 	s.syncer = replication.NewBinlogSyncer(scfg)
 	stream, err := s.syncer.StartSync(mysql.Position{Name: start.File, Pos: start.Pos})
@@ -126,102 +137,89 @@ func (s *Streamer) run(ctx context.Context, stream *replication.BinlogStreamer) 
 			s.fail(err)
 			return
 		}
+		// The position moves past an event only once it is handled whole:
+		// for a compressed transaction, once every event inside it is.
 		if ev.Header.LogPos > 0 {
 			s.advance(Position{File: file, Pos: ev.Header.LogPos}, ev.Header.Timestamp)
 		}
 	}
 }
 
+// handle hands the keys of a row event on the table to the sink, and fails
+// on an event that shows the table changed (see checkQuery). The events of a
+// compressed transaction (a TransactionPayloadEvent, which go-mysql has
+// already decoded with the same row filter) are handled in their order, as if
+// they stood in the binlog themselves. Their positions are not used: the
+// caller advances to the end of the payload once all are handled.
 func (s *Streamer) handle(ev *replication.BinlogEvent) error {
 	switch e := ev.Event.(type) {
 	case *replication.RowsEvent:
-		if e.Rows == nil || string(e.Table.Table) != s.cfg.Table || string(e.Table.Schema) != s.cfg.Database {
-			return nil
-		}
-		if int(e.ColumnCount) != s.cfg.Columns {
-			return fmt.Errorf("%w: a row event has %d columns, the table had %d", ErrTableChanged, e.ColumnCount, s.cfg.Columns)
-		}
-		keys := make([]rowkey.Key, 0, len(e.Rows))
-		for _, row := range e.Rows {
-			k, err := s.cfg.Key.FromBinlog(row)
-			if err != nil {
-				return fmt.Errorf("binlog row of %s.%s: %w", s.cfg.Database, s.cfg.Table, err)
-			}
-			keys = append(keys, k)
-		}
-		s.cfg.Sink.Add(keys...)
+		return s.handleRows(ev.Header.EventType, e)
 	case *replication.QueryEvent:
-		return s.checkQuery(string(e.Schema), string(e.Query))
+		return s.checkQuery(string(e.Schema), string(e.Query), sqlMode(e.StatusVars))
+	case *replication.ExecuteLoadQueryEvent:
+		schema, query, mode, err := loadQuery(ev.RawData, s.checksum)
+		if err != nil {
+			return fmt.Errorf("binlog event at %d: %w", ev.Header.LogPos, err)
+		}
+		return s.checkQuery(schema, query, mode)
+	case *replication.TransactionPayloadEvent:
+		for i, inner := range e.Events {
+			if err := s.handle(inner); err != nil {
+				return fmt.Errorf("event %d of the compressed transaction ending at %d: %w", i+1, ev.Header.LogPos, err)
+			}
+		}
+	case *replication.FormatDescriptionEvent:
+		s.checksum = e.ChecksumAlgorithm == replication.BINLOG_CHECKSUM_ALG_CRC32
 	}
 	return nil
 }
 
-// checkQuery fails on a DDL statement or a statement-format DML on the table.
-func (s *Streamer) checkQuery(schema, query string) error {
-	q := strings.TrimSpace(query)
-	lower := strings.ToLower(q)
-	if q == "BEGIN" || q == "COMMIT" || !strings.Contains(lower, strings.ToLower(s.cfg.Table)) {
+// handleRows hands the keys of every row image of e to the sink when e is a
+// change of the table. e.Rows is nil when the decode filter skipped it.
+//
+// With binlog_row_image=MINIMAL (or NOBLOB) a session logs only the key in an
+// update's before image and only the changed columns in its after image: an
+// after image without the key is of the row the before image names, whose
+// key did not change. Any other image without the key is refused.
+func (s *Streamer) handleRows(typ replication.EventType, e *replication.RowsEvent) error {
+	if e.Rows == nil || e.Table == nil || !s.cfg.isTable(e.Table.Schema, e.Table.Table) {
 		return nil
 	}
-	if !strings.EqualFold(schema, s.cfg.Database) && !strings.Contains(lower, strings.ToLower(s.cfg.Database)) {
-		// Run in another database without naming ours: its unqualified
-		// names are that database's tables.
-		return nil
+	if int(e.ColumnCount) != s.cfg.Columns {
+		return fmt.Errorf("%w: a row event has %d columns, the table had %d", ErrTableChanged, e.ColumnCount, s.cfg.Columns)
 	}
-	stmts, _, err := parser.New().Parse(q, "", "")
-	if err != nil {
-		// Not something the parser knows; it names the table, so be safe.
-		return fmt.Errorf("%w: the binlog holds a statement on it that sluice cannot read: %.200s", ErrTableChanged, q)
-	}
-	for _, st := range stmts {
-		var names []*ast.TableName
-		kind := ""
-		switch x := st.(type) {
-		case *ast.AlterTableStmt:
-			names, kind = []*ast.TableName{x.Table}, "ALTER TABLE"
-		case *ast.DropTableStmt:
-			names, kind = x.Tables, "DROP TABLE"
-		case *ast.TruncateTableStmt:
-			names, kind = []*ast.TableName{x.Table}, "TRUNCATE TABLE"
-		case *ast.RenameTableStmt:
-			for _, t := range x.TableToTables {
-				names = append(names, t.OldTable)
-			}
-			kind = "RENAME TABLE"
-		case *ast.CreateIndexStmt:
-			names, kind = []*ast.TableName{x.Table}, "CREATE INDEX"
-		case *ast.DropIndexStmt:
-			names, kind = []*ast.TableName{x.Table}, "DROP INDEX"
-		case *ast.InsertStmt, *ast.UpdateStmt, *ast.DeleteStmt:
-			names, kind = tableRefs(st), "a statement-format write (binlog_format=STATEMENT in a session)"
+	update := typ == replication.UPDATE_ROWS_EVENTv1 || typ == replication.UPDATE_ROWS_EVENTv2 ||
+		typ == replication.PARTIAL_UPDATE_ROWS_EVENT || typ == replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1
+	keys := make([]rowkey.Key, 0, len(e.Rows))
+	for i, row := range e.Rows {
+		if update && i%2 == 1 && s.keySkipped(e, i) {
+			continue
 		}
-		for _, n := range names {
-			db := n.Schema.O
-			if db == "" {
-				db = schema
-			}
-			if strings.EqualFold(n.Name.O, s.cfg.Table) && db == s.cfg.Database {
-				return fmt.Errorf("%w: %s on %s.%s during the migration", ErrTableChanged, kind, s.cfg.Database, s.cfg.Table)
-			}
+		k, err := s.cfg.Key.FromBinlog(row)
+		if err != nil {
+			return fmt.Errorf("binlog row of %s.%s: %w", s.cfg.Database, s.cfg.Table, err)
 		}
+		keys = append(keys, k)
 	}
+	s.cfg.Sink.Add(keys...)
 	return nil
 }
 
-type tableCollector struct{ names []*ast.TableName }
-
-func (c *tableCollector) Enter(n ast.Node) (ast.Node, bool) {
-	if t, ok := n.(*ast.TableName); ok {
-		c.names = append(c.names, t)
+// keySkipped reports whether row image i of e lacks a key column (the
+// session's binlog_row_image left it out).
+func (s *Streamer) keySkipped(e *replication.RowsEvent, i int) bool {
+	if i >= len(e.SkippedColumns) {
+		return false
 	}
-	return n, false
-}
-func (c *tableCollector) Leave(n ast.Node) (ast.Node, bool) { return n, true }
-
-func tableRefs(st ast.StmtNode) []*ast.TableName {
-	c := &tableCollector{}
-	st.Accept(c)
-	return c.names
+	for _, skipped := range e.SkippedColumns[i] {
+		for _, k := range s.cfg.Key {
+			if skipped == k.Ordinal-1 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (s *Streamer) advance(p Position, ts uint32) {

@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -109,13 +110,23 @@ func (cs Cols) SelectExprs() string {
 	return strings.Join(parts, ", ")
 }
 
-// placeholder returns the SQL that stands for a bound value of column c.
+// placeholder returns the SQL that stands for a bound value of column c. A
+// DECIMAL is compared as a DECIMAL of the column's own size: a string bound
+// against a DECIMAL column would be compared as a double, which cannot tell
+// apart values that differ beyond its 53 bits.
 func (c Col) placeholder() string {
-	if c.kind == kindString {
+	switch {
+	case c.kind == kindString:
 		return fmt.Sprintf("CONVERT(? USING %s) COLLATE %s", c.Charset, dbconn.QuoteIdent(c.Collation))
+	case c.DataType == "decimal":
+		if m := decimalSize.FindStringSubmatch(c.ColumnType); m != nil {
+			return "CAST(? AS DECIMAL(" + m[1] + "," + m[2] + "))"
+		}
 	}
 	return "?"
 }
+
+var decimalSize = regexp.MustCompile(`\(([0-9]+),([0-9]+)\)`)
 
 // FromScan builds a Key from the raw values a query of SelectExprs returned.
 func (cs Cols) FromScan(raw [][]byte) (Key, error) {
