@@ -197,3 +197,34 @@ func TestFinalGuardCountsChangedRows(t *testing.T) {
 		t.Fatalf("the final guard compared %d changed rows, want at least 310", res.ChangedRowsVerified)
 	}
 }
+
+// TestAlterBeforeCaptureStops: a DDL made after preflight but before the
+// binlog reader starts is not in the binlog it reads; sluice reads the table
+// again once the reader runs, and stops.
+func TestAlterBeforeCaptureStops(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, x INT)")
+	db.Fill(t, "t", 100, "n, n")
+	cfg := config(t, db, "t", "MODIFY x BIGINT")
+	before := ""
+	cfg.OnPhase = func(phase string) {
+		if phase == "capture" {
+			db.MustExec(t, "ALTER TABLE t ADD COLUMN y INT")
+			before = snapshot(t, db, "t")
+		}
+	}
+	r, err := migration.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "altered while sluice prepared") {
+		t.Fatalf("want a stop, got %v", err)
+	}
+	untouched(t, db, "t", before)
+	var cols int
+	db.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 't'", db.Name).Scan(&cols)
+	if cols != 3 {
+		t.Fatalf("t has %d columns", cols)
+	}
+}

@@ -511,7 +511,7 @@ func TestTableChangesDuringMigrationStopIt(t *testing.T) {
 		stmts []string
 		want  string
 	}{
-		{"ddl", []string{"ALTER TABLE t ADD COLUMN y INT"}, "ALTER TABLE on"},
+		{"ddl", []string{"ALTER TABLE t ADD COLUMN y INT"}, "ALTER TABLE of"},
 		{"statement-format write", []string{"SET SESSION transaction_isolation = 'REPEATABLE-READ'", "SET SESSION binlog_format = 'STATEMENT'", "UPDATE t SET v = v + 1 WHERE id < 10"}, "statement-format write"},
 	}
 	for _, c := range cases {

@@ -492,3 +492,24 @@ func (r *Runner) checkShadowVolatile() error {
 	}
 	return nil
 }
+
+// recheckOriginal reads the original's definition again, once the binlog
+// reader runs, and stops if it changed since preflight (a column, the
+// primary key, an index, a trigger or a foreign key): the shadow, the column
+// mapping and the refusals were made for the definition read then.
+func (r *Runner) recheckOriginal(ctx context.Context) error {
+	now, err := schema.Load(ctx, r.db, r.cfg.Database, r.cfg.Table)
+	if err != nil {
+		return fmt.Errorf("read %s again: %w", r.orig.Name, err)
+	}
+	same := len(now.Columns) == len(r.orig.Columns) && sameKey(now.PrimaryKey, r.orig.PrimaryKey) &&
+		now.Triggers == r.orig.Triggers && now.ForeignKeys == r.orig.ForeignKeys && len(now.Indexes) == len(r.orig.Indexes)
+	for i := 0; same && i < len(now.Columns); i++ {
+		a, b := now.Columns[i], r.orig.Columns[i]
+		same = a.Name == b.Name && a.ColumnType == b.ColumnType && a.Collation == b.Collation && a.Nullable == b.Nullable && a.Generated == b.Generated
+	}
+	if !same {
+		return fmt.Errorf("%w: %s was altered while sluice prepared its migration; run sluice again", binlog.ErrTableChanged, r.orig.Name)
+	}
+	return nil
+}

@@ -228,6 +228,11 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 		return err
 	}
 	r.log.Info("reading changes from the binlog", "position", pos.String())
+	// A DDL from now on is seen in the binlog; one between preflight and
+	// here is not, so the table is read again.
+	if err := r.recheckOriginal(ctx); err != nil {
+		return err
+	}
 	r.applier, err = apply.New(apply.Config{DB: r.db, Mapping: r.mapping, Key: r.key, Workers: r.cfg.ApplyWorkers,
 		Settle: r.settleConflict}, r.sched)
 	if err != nil {
