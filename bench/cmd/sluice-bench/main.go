@@ -109,7 +109,7 @@ func runCmd() *cobra.Command {
 	c.Flags().StringVar(&o.Sluice, "sluice", "", "sluice binary (default: beside sluice-bench)")
 	c.Flags().StringVar(&o.PtOsc, "pt-osc", "", `command running pt-online-schema-change, e.g. "scripts/sandbox.sh pt-osc" ("": leave the peer out)`)
 	c.Flags().StringSliceVar(&o.SluiceArgs, "sluice-args", nil, "extra flags for every sluice run, e.g. --sluice-args=--threads=3")
-	c.Flags().StringArrayVar(&o.Baselines, "baseline", nil, "also time this other sluice binary (e.g. an earlier commit's build) beside this one, in the same run (repeatable)")
+	c.Flags().StringArrayVar(&o.Baselines, "compare-with", nil, "also time this other sluice binary (e.g. an earlier commit's build) beside this one, in the same run (repeatable)")
 	c.Flags().StringArrayVar(&o.Variants, "variant", nil, `also time sluice with these flags, beside the default, in the same run (repeatable), e.g. --variant "--threads=4"`)
 	return c
 }
