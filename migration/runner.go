@@ -222,7 +222,7 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 	}
 	r.streamer, err = binlog.Start(ctx, binlog.Config{
 		Conn: r.cfg.Conn, TLS: tlsConf, Database: r.cfg.Database, Table: r.cfg.Table,
-		Columns: len(r.orig.Columns), Key: r.key, Sink: tee{r.tracker, r.sched}, FoldCase: r.vars.LowerCaseNames != 0,
+		Columns: len(r.orig.Columns), Key: r.key, Sink: sinks{sched: r.sched, tracker: r.tracker}, FoldCase: r.vars.LowerCaseNames != 0,
 	}, pos)
 	if err != nil {
 		return err

@@ -29,20 +29,25 @@ var errUnverified = errors.New("a row changed after the checksum differs between
 // maxLockedVerify is the most changed keys compared under the cut-over's
 // lock; with more, the lock is released and the keys compared outside it
 // first.
-const maxLockedVerify = 20000
+const maxLockedVerify = 1000
 
 // verifyBatch is how many keys one comparison reads.
-const verifyBatch = 500
+const verifyBatch = 200
 
-// tee hands the binlog's keys to several sinks in turn.
-type tee []binlog.Sink
+// sinks hands the binlog's keys to the apply's scheduler and, with whether
+// each row exists after its change, to the final guard's tracker.
+type sinks struct {
+	sched   *apply.Scheduler
+	tracker *apply.Tracker
+}
+
+var _ binlog.PresenceSink = sinks{}
 
 // Add implements binlog.Sink.
-func (t tee) Add(keys ...rowkey.Key) {
-	for _, s := range t {
-		s.Add(keys...)
-	}
-}
+func (s sinks) Add(keys ...rowkey.Key) { s.sched.Add(keys...) }
+
+// Present implements binlog.PresenceSink.
+func (s sinks) Present(keys []rowkey.Key, present []bool) { s.tracker.Record(keys, present) }
 
 func (r *Runner) checksumConfig() checksum.Config {
 	return checksum.Config{Mapping: r.mapping, Key: r.key}
@@ -61,12 +66,20 @@ func (r *Runner) verifyChanged(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("compare changed rows: %w", err)
 		}
-		differ, err := checksum.CompareKeys(ctx, tx, r.checksumConfig(), keysOf(batch))
+		outcomes, err := checksum.CompareKeys(ctx, tx, r.checksumConfig(), keysOf(batch), false)
 		tx.Rollback()
 		if err != nil {
 			return err
 		}
-		equal := without(batch, differ)
+		// Equal, and in the original as the binlog says (a row the binlog
+		// calls present must be found by its key, or sluice could not find
+		// it to apply it either).
+		var equal []apply.Tracked
+		for i, o := range outcomes {
+			if o.Same && (o.Source || !batch[i].Present) {
+				equal = append(equal, batch[i])
+			}
+		}
 		r.tracker.Verified(equal)
 		r.res.ChangedRowsVerified += int64(len(equal))
 	}
@@ -83,12 +96,17 @@ func (r *Runner) verifyLocked(ctx context.Context, lock *sql.Conn) error {
 	}
 	for len(pending) > 0 {
 		n := min(verifyBatch, len(pending))
-		differ, err := checksum.CompareKeys(ctx, lock, r.checksumConfig(), keysOf(pending[:n]))
+		outcomes, err := checksum.CompareKeys(ctx, lock, r.checksumConfig(), keysOf(pending[:n]), true)
 		if err != nil {
 			return err
 		}
-		if len(differ) > 0 {
-			return fmt.Errorf("%w: key %v (%d of %d keys in its batch differ)", errUnverified, differ[0], len(differ), n)
+		for i, o := range outcomes {
+			switch {
+			case !o.Same:
+				return fmt.Errorf("%w: key %v (in the original: %v, in the new table: %v)", errUnverified, o.Key, o.Source, o.Target)
+			case pending[i].Present && !o.Source:
+				return fmt.Errorf("%w: the binlog says the row of key %v exists, but that key selects no row of the original: sluice cannot find rows by this key", errUnverified, o.Key)
+			}
 		}
 		r.tracker.Verified(pending[:n])
 		r.res.ChangedRowsVerified += int64(n)
@@ -101,24 +119,6 @@ func keysOf(ts []apply.Tracked) []rowkey.Key {
 	out := make([]rowkey.Key, len(ts))
 	for i, t := range ts {
 		out[i] = t.Key
-	}
-	return out
-}
-
-// without returns the entries of ts whose key is not in drop.
-func without(ts []apply.Tracked, drop []rowkey.Key) []apply.Tracked {
-	if len(drop) == 0 {
-		return ts
-	}
-	skip := make(map[string]bool, len(drop))
-	for _, k := range drop {
-		skip[k.Encode()] = true
-	}
-	var out []apply.Tracked
-	for _, t := range ts {
-		if !skip[t.Key.Encode()] {
-			out = append(out, t)
-		}
 	}
 	return out
 }

@@ -11,7 +11,7 @@ import (
 // the tables equal at its snapshot; every difference after it must be in a
 // row changed after it, so comparing these rows under the cut-over's lock
 // proves the tables equal at the swap. It is safe for concurrent use: the
-// binlog reader calls Add, the runner Start, Take and Verified.
+// binlog reader calls Record, the runner Start, Take and Verified.
 type Tracker struct {
 	mu   sync.Mutex // protects every field below
 	on   bool
@@ -19,9 +19,11 @@ type Tracker struct {
 	seq  uint64
 }
 
-// Tracked is one changed key and the version of its last change.
+// Tracked is one changed key, whether its row exists after its last change
+// (as the binlog says), and the version of that change.
 type Tracked struct {
 	Key     rowkey.Key
+	Present bool
 	version uint64
 }
 
@@ -37,16 +39,17 @@ func (t *Tracker) Start() {
 	clear(t.keys)
 }
 
-// Add records keys as changed, each with a new version.
-func (t *Tracker) Add(keys ...rowkey.Key) {
+// Record records keys as changed, each with a new version and whether its
+// row exists after the change (present[i]).
+func (t *Tracker) Record(keys []rowkey.Key, present []bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.on {
 		return
 	}
-	for _, k := range keys {
+	for i, k := range keys {
 		t.seq++
-		t.keys[k.Encode()] = Tracked{Key: k, version: t.seq}
+		t.keys[k.Encode()] = Tracked{Key: k, Present: i < len(present) && present[i], version: t.seq}
 	}
 }
 

@@ -27,6 +27,15 @@ type Sink interface {
 	Add(keys ...rowkey.Key)
 }
 
+// PresenceSink is a Sink that also learns, after each Add, whether each
+// key's row exists after the change: false for a deleted row and for the old
+// key of a row whose key changed, true otherwise. The last word on a key is
+// its row's state once every event is read.
+type PresenceSink interface {
+	Sink
+	Present(keys []rowkey.Key, present []bool)
+}
+
 // Config configures a Streamer.
 type Config struct {
 	Conn     dbconn.Config
@@ -191,9 +200,13 @@ func (s *Streamer) handleRows(typ replication.EventType, e *replication.RowsEven
 	}
 	update := typ == replication.UPDATE_ROWS_EVENTv1 || typ == replication.UPDATE_ROWS_EVENTv2 ||
 		typ == replication.PARTIAL_UPDATE_ROWS_EVENT || typ == replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1
+	del := typ == replication.DELETE_ROWS_EVENTv0 || typ == replication.DELETE_ROWS_EVENTv1 ||
+		typ == replication.DELETE_ROWS_EVENTv2 || typ == replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1
 	keys := make([]rowkey.Key, 0, len(e.Rows))
+	present := make([]bool, 0, len(e.Rows))
 	for i, row := range e.Rows {
 		if update && i%2 == 1 && s.keySkipped(e, i) {
+			present[len(present)-1] = true // the before image's key, unchanged
 			continue
 		}
 		k, err := s.cfg.Key.FromBinlog(row)
@@ -201,8 +214,14 @@ func (s *Streamer) handleRows(typ replication.EventType, e *replication.RowsEven
 			return fmt.Errorf("binlog row of %s.%s: %w", s.cfg.Database, s.cfg.Table, err)
 		}
 		keys = append(keys, k)
+		// An update's before image is the row's old key: gone unless its
+		// after image (next, and later in order) names the same key.
+		present = append(present, !del && !(update && i%2 == 0))
 	}
 	s.cfg.Sink.Add(keys...)
+	if p, ok := s.cfg.Sink.(PresenceSink); ok {
+		p.Present(keys, present)
+	}
 	return nil
 }
 

@@ -174,7 +174,8 @@ func Compare(ctx context.Context, conns []*sql.Conn, cfg Config) (Result, error)
 	}
 	// The whole tables' row counts, read in the same snapshot by the
 	// cutter's connection once it is done: the sum of the chunks' counts must
-	// equal both, so that ranges which missed some rows cannot pass.
+	// equal both, so that ranges which missed some rows cannot pass. (On the
+	// primary key: an index built after the snapshot cannot be read in it.)
 	var srcTotal, dstTotal int64
 	g.Go(func() error {
 		err := cut(gctx, spans)
@@ -186,7 +187,7 @@ func Compare(ctx context.Context, conns []*sql.Conn, cfg Config) (Result, error)
 			table *schema.Table
 			n     *int64
 		}{{cfg.Mapping.Source, &srcTotal}, {cfg.Mapping.Target, &dstTotal}} {
-			if err := conns[0].QueryRowContext(gctx, "SELECT COUNT(*) FROM "+c.table.Quoted()).Scan(c.n); err != nil {
+			if err := conns[0].QueryRowContext(gctx, "SELECT COUNT(*) FROM "+c.table.Quoted()+" FORCE INDEX (PRIMARY)").Scan(c.n); err != nil {
 				return fmt.Errorf("checksum: count the rows of %s: %w", c.table.Name, err)
 			}
 		}
@@ -269,39 +270,70 @@ type Querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
+// KeyOutcome is what CompareKeys found for one key.
+type KeyOutcome struct {
+	Key            rowkey.Key
+	Source, Target bool // a row with the key is in the original, in the new table
+	Same           bool // both or neither, and their hashes agree
+}
+
 // CompareKeys compares the rows of keys in both tables, row by row, on q,
 // which must see both tables as of one instant (a consistent snapshot, or
-// under a lock that stops every write). It returns the keys whose rows differ
-// (present on one side only, or with another hash), in no order.
-func CompareKeys(ctx context.Context, q Querier, cfg Config, keys []rowkey.Key) ([]rowkey.Key, error) {
+// under a lock that stops every write), and returns an outcome for each key,
+// in the order of keys. Each key is looked up by the predicate the apply uses
+// (rowkey.Cols.InList), and its row told by its place in the query, not by
+// the key's text: the binlog and the server may spell one value differently
+// ('12:00:00' and '12:00:00.000').
+//
+// With locked set (q holds the tables under LOCK TABLES, which lets a
+// statement name each table once) every key is read by a statement of its
+// own; otherwise one statement reads a batch, a UNION ALL of one branch per
+// key.
+func CompareKeys(ctx context.Context, q Querier, cfg Config, keys []rowkey.Key, locked bool) ([]KeyOutcome, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
 	h := hashes(cfg)
-	in, args := cfg.Key.InList(keys)
-	read := func(table *schema.Table, hash string) (map[string]string, error) {
-		rows, err := q.QueryContext(ctx, "SELECT "+cfg.Key.SelectExprs()+", "+hash+" FROM "+table.Quoted()+" WHERE "+in, args...)
+	query := func(out map[int]string, stmt string, args []any) error {
+		rows, err := q.QueryContext(ctx, stmt, args...)
 		if err != nil {
-			return nil, fmt.Errorf("compare changed rows of %s: %w", table.Name, err)
+			return err
 		}
 		defer rows.Close()
-		out := map[string]string{}
 		for rows.Next() {
-			raw := make([][]byte, len(cfg.Key)+1)
-			ptrs := make([]any, len(raw))
-			for i := range raw {
-				ptrs[i] = &raw[i]
+			var i int
+			var hv string
+			if err := rows.Scan(&i, &hv); err != nil {
+				return err
 			}
-			if err := rows.Scan(ptrs...); err != nil {
+			if _, twice := out[i]; twice {
+				return fmt.Errorf("key %v selects more than one row", keys[i])
+			}
+			out[i] = hv
+		}
+		return rows.Err()
+	}
+	read := func(table *schema.Table, hash string) (map[int]string, error) {
+		out := map[int]string{}
+		parts := make([]string, 0, len(keys))
+		var args []any
+		for i, k := range keys {
+			where, a := cfg.Key.InList([]rowkey.Key{k})
+			part := fmt.Sprintf("SELECT %d, %s FROM %s WHERE %s", i, hash, table.Quoted(), where)
+			if locked {
+				if err := query(out, part, a); err != nil {
+					return nil, fmt.Errorf("compare changed rows of %s: %w", table.Name, err)
+				}
+				continue
+			}
+			parts, args = append(parts, part), append(args, a...)
+		}
+		if !locked {
+			if err := query(out, strings.Join(parts, " UNION ALL "), args); err != nil {
 				return nil, fmt.Errorf("compare changed rows of %s: %w", table.Name, err)
 			}
-			k, err := cfg.Key.FromScan(raw[:len(cfg.Key)])
-			if err != nil {
-				return nil, err
-			}
-			out[k.Encode()] = string(raw[len(cfg.Key)])
 		}
-		return out, rows.Err()
+		return out, nil
 	}
 	src, err := read(cfg.Mapping.Source, h.src)
 	if err != nil {
@@ -311,14 +343,11 @@ func CompareKeys(ctx context.Context, q Querier, cfg Config, keys []rowkey.Key) 
 	if err != nil {
 		return nil, err
 	}
-	var differ []rowkey.Key
-	for _, k := range keys {
-		e := k.Encode()
-		a, inSrc := src[e]
-		b, inDst := dst[e]
-		if inSrc != inDst || a != b {
-			differ = append(differ, k)
-		}
+	out := make([]KeyOutcome, len(keys))
+	for i, k := range keys {
+		a, inSrc := src[i]
+		b, inDst := dst[i]
+		out[i] = KeyOutcome{Key: k, Source: inSrc, Target: inDst, Same: inSrc == inDst && a == b}
 	}
-	return differ, nil
+	return out, nil
 }

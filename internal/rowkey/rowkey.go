@@ -63,7 +63,12 @@ func NewCols(pk []schema.Column) (Cols, error) {
 			col.kind, col.bits = kindSigned, 64
 		case "year":
 			col.kind = kindSigned
-		case "enum", "set", "bit":
+		case "set":
+			if n := members(c.ColumnType); n > 53 {
+				return nil, fmt.Errorf("primary key column %s is a SET of %d members, which sluice cannot compare exactly (the server compares a SET with a number as a double, exact up to 53 members); use a table whose primary key is integer, string, binary, decimal or temporal", c.Name, n)
+			}
+			col.kind = kindUnsigned
+		case "enum", "bit":
 			col.kind = kindUnsigned
 		case "char", "varchar":
 			col.kind = kindString
@@ -80,6 +85,26 @@ func NewCols(pk []schema.Column) (Cols, error) {
 		out = append(out, col)
 	}
 	return out, nil
+}
+
+// members counts the members of an ENUM or SET column type, e.g.
+// "set('a','b,c','it''s')" has 3.
+func members(columnType string) int {
+	n, quoted := 0, false
+	for i := 0; i < len(columnType); i++ {
+		switch c := columnType[i]; {
+		case c == '\\' && quoted:
+			i++
+		case c == '\'' && quoted && i+1 < len(columnType) && columnType[i+1] == '\'':
+			i++
+		case c == '\'':
+			if !quoted {
+				n++
+			}
+			quoted = !quoted
+		}
+	}
+	return n
 }
 
 // Names returns the quoted column list "`a`, `b`".
@@ -99,8 +124,11 @@ func (cs Cols) SelectExprs() string {
 	for i, c := range cs {
 		q := dbconn.QuoteIdent(c.Name)
 		switch {
-		case c.DataType == "enum" || c.DataType == "set" || c.DataType == "bit":
+		case c.DataType == "enum":
 			parts[i] = q + "+0"
+		case c.DataType == "set" || c.DataType == "bit":
+			// SET+0 is a DOUBLE from 2^53 on: read the bits exactly.
+			parts[i] = "CAST(" + q + " AS UNSIGNED)"
 		case c.kind == kindString:
 			parts[i] = "CAST(" + q + " AS BINARY)"
 		default:
@@ -345,8 +373,17 @@ func (cs Cols) Predicate(op string, k Key) (string, []any) {
 	return "(" + strings.Join(ors, " OR ") + ")", args
 }
 
-// InList returns "(cols) IN ((...), (...))" for keys, and its arguments.
+// InList returns the predicate selecting the rows of keys, and its
+// arguments: "(cols) IN ((...), (...))" when every key column is an integer
+// or a string, else a disjunction of conjunctions of equalities. MySQL
+// compares a row constructor's ENUM or SET part with a number as a string
+// once the list holds two tuples, and a TIME part with a string as text when
+// it holds one (so '838:59:59' misses a TIME(3) '838:59:59.000'); a plain
+// equality compares each with the column's own type.
 func (cs Cols) InList(keys []Key) (string, []any) {
+	if !cs.plainIn() {
+		return cs.orList(keys)
+	}
 	one := make([]string, len(cs))
 	for i, c := range cs {
 		one[i] = c.placeholder()
@@ -371,6 +408,33 @@ func (cs Cols) InList(keys []Key) (string, []any) {
 	}
 	sb.WriteString(")")
 	return sb.String(), args
+}
+
+// plainIn reports whether an IN list compares every key column by its own
+// type: integers (not ENUM, SET or BIT) and strings.
+func (cs Cols) plainIn() bool {
+	for _, c := range cs {
+		if c.bits == 0 && c.kind != kindString && c.kind != kindBinary {
+			return false
+		}
+	}
+	return true
+}
+
+// orList is InList as "(a = ? AND b = ?) OR (...)".
+func (cs Cols) orList(keys []Key) (string, []any) {
+	eqs := make([]string, len(cs))
+	for i, c := range cs {
+		eqs[i] = dbconn.QuoteIdent(c.Name) + " = " + c.placeholder()
+	}
+	tuple := "(" + strings.Join(eqs, " AND ") + ")"
+	parts := make([]string, len(keys))
+	args := make([]any, 0, len(keys)*len(cs))
+	for i, k := range keys {
+		parts[i] = tuple
+		args = append(args, k...)
+	}
+	return "(" + strings.Join(parts, " OR ") + ")", args
 }
 
 // OrderBy returns "`a`, `b`" for ORDER BY in key order.

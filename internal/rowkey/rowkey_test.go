@@ -106,3 +106,27 @@ func TestInList(t *testing.T) {
 		t.Errorf("got %s %v", sql, args)
 	}
 }
+
+func TestMembers(t *testing.T) {
+	for ct, want := range map[string]int{
+		"set('a','b')":             2,
+		"set('a,b','it''s','c')":   3,
+		"enum('')":                 1,
+		"set('x\\'y','z')":         2,
+		"set('s0','s1','s2','s3')": 4,
+	} {
+		if got := members(ct); got != want {
+			t.Errorf("members(%q) = %d, want %d", ct, got, want)
+		}
+	}
+	var wide []string
+	for i := range 54 {
+		wide = append(wide, "'m"+strings.Repeat("x", i)+"'")
+	}
+	if _, err := NewCols([]schema.Column{{Name: "s", DataType: "set", ColumnType: "set(" + strings.Join(wide, ",") + ")"}}); err == nil || !strings.Contains(err.Error(), "54 members") {
+		t.Errorf("a 54-member SET key: %v", err)
+	}
+	if _, err := NewCols([]schema.Column{{Name: "s", DataType: "set", ColumnType: "set(" + strings.Join(wide[:53], ",") + ")"}}); err != nil {
+		t.Errorf("a 53-member SET key: %v", err)
+	}
+}
