@@ -88,7 +88,7 @@ func NewCols(pk []schema.Column) (Cols, error) {
 }
 
 // members counts the members of an ENUM or SET column type, e.g.
-// "set('a','b,c','it''s')" has 3.
+// "set('a','b,c','it”s')" has 3.
 func members(columnType string) int {
 	n, quoted := 0, false
 	for i := 0; i < len(columnType); i++ {
