@@ -88,7 +88,8 @@ func NewCols(pk []schema.Column) (Cols, error) {
 }
 
 // members counts the members of an ENUM or SET column type, e.g.
-// "set('a','b,c','it”s')" has 3.
+// "set('a','b,c','d')" has 3 (a quote inside a member is doubled or
+// escaped).
 func members(columnType string) int {
 	n, quoted := 0, false
 	for i := 0; i < len(columnType); i++ {
