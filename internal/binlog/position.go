@@ -49,59 +49,15 @@ func fileSeq(name string) int64 {
 	return n
 }
 
-// CurrentPosition returns the end of the server's binary log: SHOW BINARY LOG
-// STATUS (MySQL 8.2+), falling back to SHOW MASTER STATUS.
-func CurrentPosition(ctx context.Context, q interface {
+// querier runs queries: a *sql.DB or a *sql.Conn.
+type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}) (Position, error) {
-	var lastErr error
-	for _, stmt := range []string{"SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"} {
-		rows, err := q.QueryContext(ctx, stmt)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		p, err := scanPosition(rows)
-		if err != nil {
-			return Position{}, err
-		}
-		return p, nil
-	}
-	return Position{}, fmt.Errorf("read binary log position: %w", lastErr)
 }
 
-func scanPosition(rows *sql.Rows) (Position, error) {
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return Position{}, err
-	}
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return Position{}, err
-		}
-		return Position{}, fmt.Errorf("the binary log is off: SHOW BINARY LOG STATUS returned nothing")
-	}
-	vals := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		return Position{}, err
-	}
-	pos, err := strconv.ParseUint(string(vals[1]), 10, 32)
-	if err != nil {
-		return Position{}, fmt.Errorf("binary log position %q: %w", vals[1], err)
-	}
-	return Position{File: string(vals[0]), Pos: uint32(pos)}, rows.Err()
-}
-
-// Filters returns the server's binlog filters (--binlog-do-db and
-// --binlog-ignore-db), as SHOW BINARY LOG STATUS shows them.
-func Filters(ctx context.Context, q interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}) (do, ignore []string, err error) {
+// status returns the row of SHOW BINARY LOG STATUS (MySQL 8.2+, falling
+// back to SHOW MASTER STATUS) by column name, or nil when the binary log is
+// off.
+func status(ctx context.Context, q querier) (map[string]string, error) {
 	var lastErr error
 	for _, stmt := range []string{"SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"} {
 		rows, err := q.QueryContext(ctx, stmt)
@@ -112,10 +68,10 @@ func Filters(ctx context.Context, q interface {
 		defer rows.Close()
 		cols, err := rows.Columns()
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if !rows.Next() {
-			return nil, nil, rows.Err()
+			return nil, rows.Err()
 		}
 		vals := make([]sql.RawBytes, len(cols))
 		ptrs := make([]any, len(cols))
@@ -123,26 +79,48 @@ func Filters(ctx context.Context, q interface {
 			ptrs[i] = &vals[i]
 		}
 		if err := rows.Scan(ptrs...); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		list := func(v sql.RawBytes) []string {
-			var out []string
-			for _, d := range strings.Split(string(v), ",") {
-				if d = strings.TrimSpace(d); d != "" {
-					out = append(out, d)
-				}
-			}
-			return out
-		}
+		out := make(map[string]string, len(cols))
 		for i, c := range cols {
-			switch {
-			case strings.EqualFold(c, "Binlog_Do_DB"):
-				do = list(vals[i])
-			case strings.EqualFold(c, "Binlog_Ignore_DB"):
-				ignore = list(vals[i])
+			out[strings.ToLower(c)] = string(vals[i])
+		}
+		return out, rows.Err()
+	}
+	return nil, fmt.Errorf("read the binary log status: %w", lastErr)
+}
+
+// CurrentPosition returns the end of the server's binary log.
+func CurrentPosition(ctx context.Context, q querier) (Position, error) {
+	st, err := status(ctx, q)
+	if err != nil {
+		return Position{}, err
+	}
+	if st == nil {
+		return Position{}, fmt.Errorf("the binary log is off: SHOW BINARY LOG STATUS returned nothing")
+	}
+	pos, err := strconv.ParseUint(st["position"], 10, 32)
+	if err != nil {
+		return Position{}, fmt.Errorf("binary log position %q: %w", st["position"], err)
+	}
+	return Position{File: st["file"], Pos: uint32(pos)}, nil
+}
+
+// Filters returns the server's binlog filters (--binlog-do-db and
+// --binlog-ignore-db), as SHOW BINARY LOG STATUS shows them.
+func Filters(ctx context.Context, q querier) (do, ignore []string, err error) {
+	st, err := status(ctx, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	list := func(v string) []string {
+		var out []string
+		for _, d := range strings.Split(v, ",") {
+			if d = strings.TrimSpace(d); d != "" {
+				out = append(out, d)
 			}
 		}
-		return do, ignore, rows.Err()
+		return out
 	}
-	return nil, nil, fmt.Errorf("read binary log filters: %w", lastErr)
+	return list(st["binlog_do_db"]), list(st["binlog_ignore_db"]), nil
 }
