@@ -182,6 +182,10 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 	fmt.Fprintf(out, "sluice: %s.%s migrated in %s: %d rows copied, %d changes applied, checksum %d rows in %d chunks, tables locked %s for the swap\n",
 		database, f.table, res.Total.Round(time.Millisecond), res.RowsCopied, res.KeysApplied, res.ChecksumRows, res.ChecksumChunks,
 		res.CutoverLock.Round(time.Millisecond))
+	fmt.Fprintf(out, "sluice: %d rows changed after the checksum were compared in both tables before the swap\n", res.ChangedRowsVerified)
+	if len(res.ChecksumSkipped) > 0 {
+		fmt.Fprintf(out, "sluice: columns the checksum could not compare (their conversion has no exact SQL form): %s\n", strings.Join(res.ChecksumSkipped, ", "))
+	}
 	if res.Throttled > 0 {
 		fmt.Fprintf(out, "sluice: the copy paused for %s in all (--max-load, --critical-load, --throttle-flag-file)\n", res.Throttled.Round(time.Millisecond))
 	}
