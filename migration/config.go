@@ -214,6 +214,10 @@ type Result struct {
 	// ALTER.
 	LockAttempts int
 	CutoverLock  time.Duration
+	// CutoverDrain and CutoverVerify are the parts of CutoverLock spent
+	// applying the last changes and comparing the rows changed since the
+	// checksum (the final guard).
+	CutoverDrain, CutoverVerify time.Duration
 	// Throttled is how long the copy paused for --max-load, --critical-load
 	// or the throttle flag file.
 	Throttled time.Duration

@@ -561,8 +561,12 @@ func (r *Runner) cutover(ctx context.Context) error {
 		if err := r.waitBacklog(ctx, 200); err != nil {
 			return err
 		}
-		if err := r.verifyChanged(ctx); err != nil {
-			return err
+		// Compare the rows changed since the checksum now, so that few are
+		// left for the lock: a pass takes time, in which more change.
+		for pass := 0; pass < 3 && (pass == 0 || r.tracker.Len() > verifyBatch); pass++ {
+			if err := r.verifyChanged(ctx); err != nil {
+				return err
+			}
 		}
 		return r.pauseApply(ctx)
 	}
@@ -570,9 +574,11 @@ func (r *Runner) cutover(ctx context.Context) error {
 	err := r.withTableLock(ctx, "cut-over", spec, before, release, func(ctx context.Context, lock *sql.Conn) error {
 		start := time.Now()
 		err := r.drainLocked(ctx, lock, time.Second)
+		drained := time.Now()
 		if err == nil {
 			err = r.verifyLocked(ctx, lock)
 		}
+		r.res.CutoverDrain, r.res.CutoverVerify = drained.Sub(start), time.Since(drained)
 		if err == nil {
 			err = r.carryAutoIncrement(ctx, lock)
 		}
@@ -595,7 +601,8 @@ func (r *Runner) cutover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cut-over: %w", err)
 	}
-	r.log.Info("tables swapped", "lock_held", r.res.CutoverLock.Round(time.Millisecond), "old_table", r.names.Old)
+	r.log.Info("tables swapped", "lock_held", r.res.CutoverLock.Round(time.Millisecond), "drain", r.res.CutoverDrain.Round(time.Millisecond),
+		"verify", r.res.CutoverVerify.Round(time.Millisecond), "old_table", r.names.Old)
 	r.res.OldTable = r.names.Old
 	r.res.KeysApplied = r.applier.Applied()
 	if r.cfg.DropOld {

@@ -66,7 +66,7 @@ func (r *Runner) verifyChanged(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("compare changed rows: %w", err)
 		}
-		outcomes, err := checksum.CompareKeys(ctx, tx, r.checksumConfig(), keysOf(batch), false)
+		outcomes, err := checksum.CompareKeys(ctx, tx, r.checksumConfig(), keysOf(batch))
 		tx.Rollback()
 		if err != nil {
 			return err
@@ -96,7 +96,7 @@ func (r *Runner) verifyLocked(ctx context.Context, lock *sql.Conn) error {
 	}
 	for len(pending) > 0 {
 		n := min(verifyBatch, len(pending))
-		outcomes, err := checksum.CompareKeys(ctx, lock, r.checksumConfig(), keysOf(pending[:n]), true)
+		outcomes, err := checksum.CompareKeys(ctx, lock, r.checksumConfig(), keysOf(pending[:n]))
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -280,60 +281,51 @@ type KeyOutcome struct {
 // CompareKeys compares the rows of keys in both tables, row by row, on q,
 // which must see both tables as of one instant (a consistent snapshot, or
 // under a lock that stops every write), and returns an outcome for each key,
-// in the order of keys. Each key is looked up by the predicate the apply uses
-// (rowkey.Cols.InList), and its row told by its place in the query, not by
-// the key's text: the binlog and the server may spell one value differently
-// ('12:00:00' and '12:00:00.000').
-//
-// With locked set (q holds the tables under LOCK TABLES, which lets a
-// statement name each table once) every key is read by a statement of its
-// own; otherwise one statement reads a batch, a UNION ALL of one branch per
-// key.
-func CompareKeys(ctx context.Context, q Querier, cfg Config, keys []rowkey.Key, locked bool) ([]KeyOutcome, error) {
+// in the order of keys. Each table is read by one statement that names it
+// once (LOCK TABLES allows no more), selecting the rows by the predicate the
+// apply uses (rowkey.Cols.InList); each row is told which requested keys it
+// answers by testing each key's own predicate on it, not by the key's text:
+// the binlog and the server may spell one value differently ('12:00:00' and
+// '12:00:00.000').
+func CompareKeys(ctx context.Context, q Querier, cfg Config, keys []rowkey.Key) ([]KeyOutcome, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
 	h := hashes(cfg)
-	query := func(out map[int]string, stmt string, args []any) error {
-		rows, err := q.QueryContext(ctx, stmt, args...)
+	var which []string
+	var args []any
+	for i, k := range keys {
+		where, a := cfg.Key.InList([]rowkey.Key{k})
+		which = append(which, fmt.Sprintf("IF(%s, %d, NULL)", where, i))
+		args = append(args, a...)
+	}
+	in, inArgs := cfg.Key.InList(keys)
+	args = append(args, inArgs...)
+	read := func(table *schema.Table, hash string) (map[int]string, error) {
+		rows, err := q.QueryContext(ctx, "SELECT CONCAT_WS(',', "+strings.Join(which, ", ")+"), "+hash+
+			" FROM "+table.Quoted()+" WHERE "+in, args...)
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("compare changed rows of %s: %w", table.Name, err)
 		}
 		defer rows.Close()
-		for rows.Next() {
-			var i int
-			var hv string
-			if err := rows.Scan(&i, &hv); err != nil {
-				return err
-			}
-			if _, twice := out[i]; twice {
-				return fmt.Errorf("key %v selects more than one row", keys[i])
-			}
-			out[i] = hv
-		}
-		return rows.Err()
-	}
-	read := func(table *schema.Table, hash string) (map[int]string, error) {
 		out := map[int]string{}
-		parts := make([]string, 0, len(keys))
-		var args []any
-		for i, k := range keys {
-			where, a := cfg.Key.InList([]rowkey.Key{k})
-			part := fmt.Sprintf("SELECT %d, %s FROM %s WHERE %s", i, hash, table.Quoted(), where)
-			if locked {
-				if err := query(out, part, a); err != nil {
-					return nil, fmt.Errorf("compare changed rows of %s: %w", table.Name, err)
-				}
-				continue
-			}
-			parts, args = append(parts, part), append(args, a...)
-		}
-		if !locked {
-			if err := query(out, strings.Join(parts, " UNION ALL "), args); err != nil {
+		for rows.Next() {
+			var list, hv string
+			if err := rows.Scan(&list, &hv); err != nil {
 				return nil, fmt.Errorf("compare changed rows of %s: %w", table.Name, err)
 			}
+			for _, f := range strings.Split(list, ",") {
+				i, err := strconv.Atoi(f)
+				if err != nil || i < 0 || i >= len(keys) {
+					return nil, fmt.Errorf("compare changed rows of %s: a row answers no requested key (%q)", table.Name, list)
+				}
+				if _, twice := out[i]; twice {
+					return nil, fmt.Errorf("compare changed rows of %s: key %v selects more than one row", table.Name, keys[i])
+				}
+				out[i] = hv
+			}
 		}
-		return out, nil
+		return out, rows.Err()
 	}
 	src, err := read(cfg.Mapping.Source, h.src)
 	if err != nil {
