@@ -82,9 +82,6 @@ func readServerVars(ctx context.Context, db *sql.DB, database string) (ServerVar
 		db.QueryRowContext(ctx, "SELECT @@global.log_slave_updates").Scan(&updates) // before 8.0.26
 	}
 	v.ReplicaUpdates = updates.String == "1" || strings.EqualFold(updates.String, "ON")
-	if v.BinlogDoDB, v.BinlogIgnoreDB, err = binlog.Filters(ctx, db); err != nil {
-		return v, fmt.Errorf("%w: %w", ErrPreflight, err)
-	}
 	var channels int
 	// A replica has at least one channel configured (REPLICATION CLIENT,
 	// which sluice needs anyway, reads it).
@@ -281,12 +278,16 @@ func (r *Runner) makePlan(ctx context.Context) error {
 // copyPreflight checks what only the copy path needs: the binlog, a primary
 // key it can range over, and no foreign keys, triggers or leftovers.
 func (r *Runner) copyPreflight(ctx context.Context) error {
+	// Read once the privileges are known to be there (REPLICATION CLIENT).
+	var err error
+	if r.vars.BinlogDoDB, r.vars.BinlogIgnoreDB, err = binlog.Filters(ctx, r.db); err != nil {
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
 	if err := CheckServer(r.vars); err != nil {
 		return err
 	}
 	t := r.orig
 	db := r.db
-	var err error
 	switch {
 	case len(t.PrimaryKey) == 0:
 		return preflightErr("table %s has no primary key; sluice needs one to copy in ranges and to find changed rows: add one first", t.Name)
@@ -298,6 +299,8 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 		return preflightErr("table %s has triggers; sluice does not migrate such tables yet", t.Name)
 	case r.alter.ChangesPrimaryKey:
 		return preflightErr("the ALTER changes the primary key; sluice does not support that yet")
+	case r.alter.AddsForeignKey:
+		return preflightErr("the ALTER adds a foreign key; sluice does not migrate tables with foreign keys yet: run this ALTER natively")
 	}
 	for _, k := range t.PrimaryKey {
 		if r.alter.Dropped[strings.ToLower(k)] {

@@ -123,7 +123,11 @@ type Col struct {
 }
 
 func col(c schema.Column, nullable bool) Col {
-	return Col{Name: c.Name, Text: c.Charset != "", Collation: c.Collation, Nullable: nullable}
+	out := Col{Name: c.Name, Text: c.Charset != "", Collation: c.Collation, Nullable: nullable}
+	if c.DataType == "vector" {
+		out.Expr = "HEX(" + dbconn.QuoteIdent(c.Name) + ")" // CONCAT refuses a VECTOR
+	}
+	return out
 }
 
 // mixedText reports whether the character columns of cols differ in

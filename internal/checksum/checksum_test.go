@@ -87,6 +87,8 @@ func TestConvert(t *testing.T) {
 		{c("s", "varchar", "varchar(10)", "utf8mb4"), c("s", "char", "char(10)", "utf8mb4"), "TRIM(TRAILING ' ' FROM CONVERT(`s` USING utf8mb4))"},
 		{c("s", "char", "char(10)", "utf8mb4"), c("s", "char", "char(20)", "utf8mb4"), "`s`"},
 		{c("e", "enum", "enum('a','b')", "utf8mb4"), c("e", "enum", "enum('b','a','c')", "utf8mb4"), "`e`"},
+		{c("s", "set", "set('x','y')", "utf8mb4"), c("s", "set", "set('x','y','z')", "utf8mb4"), "`s`"},
+		{c("s", "set", "set('x','y')", "utf8mb4"), c("s", "set", "set('y','x','z')", "utf8mb4"), ""}, // 'x,y' reads 'y,x'`
 		{c("e", "enum", "enum('a','b')", "utf8mb4"), c("e", "varchar", "varchar(5)", "utf8mb4"), "CONVERT(`e` USING utf8mb4)"},
 		{c("e", "varchar", "varchar(5)", "utf8mb4"), c("e", "enum", "enum('a','b')", "utf8mb4"), ""},
 		{c("n", "int", "int", ""), c("n", "varchar", "varchar(20)", "utf8mb4"), "CONVERT(CAST(`n` AS CHAR) USING utf8mb4)"},

@@ -2,6 +2,7 @@ package checksum
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
@@ -33,9 +34,17 @@ func Convert(from, to schema.Column) (string, bool) {
 		return q, true
 	}
 	switch {
-	case enumTypes[from.DataType] && enumTypes[to.DataType] && from.DataType == to.DataType && sameCharset(from, to):
-		// Members are stored as their text; reordering or appending keeps it.
+	case from.DataType == "enum" && to.DataType == "enum" && sameCharset(from, to):
+		// A member reads as its text, wherever it stands in the list.
 		return q, true
+	case from.DataType == "set" && to.DataType == "set" && sameCharset(from, to):
+		// A SET reads as its members in the order of the definition:
+		// appending members keeps the text, reordering them does not.
+		old, nw := schema.Members(from.ColumnType), schema.Members(to.ColumnType)
+		if len(nw) >= len(old) && slices.Equal(old, nw[:len(old)]) {
+			return q, true
+		}
+		return "", false
 	case decimalTypes[to.DataType] && (intTypes[from.DataType] || decimalTypes[from.DataType]):
 		p, s, ok := precision(to.ColumnType)
 		if !ok {

@@ -31,6 +31,9 @@ type Alter struct {
 	Added map[string]bool
 	// ChangesPrimaryKey is true when the clause drops or adds the primary key.
 	ChangesPrimaryKey bool
+	// AddsForeignKey is true when the clause adds a foreign key (ADD
+	// FOREIGN KEY, or a column defined with REFERENCES).
+	AddsForeignKey bool
 	// RenamesTable is true for RENAME [TO|AS] other.
 	RenamesTable bool
 	// Specs are the clause's parts, as the parser sees them.
@@ -137,6 +140,9 @@ func Parse(clause string) (*Alter, error) {
 			if spec.Constraint != nil && spec.Constraint.Tp == ast.ConstraintPrimaryKey {
 				out.ChangesPrimaryKey = true
 			}
+			if spec.Constraint != nil && spec.Constraint.Tp == ast.ConstraintForeignKey {
+				out.AddsForeignKey = true
+			}
 		case ast.AlterTableAlterColumn:
 			// SET DEFAULT on a column added earlier in the clause.
 			if len(spec.NewColumns) == 1 && out.Added[spec.NewColumns[0].Name.Name.L] {
@@ -144,6 +150,15 @@ func Parse(clause string) (*Alter, error) {
 			}
 		case ast.AlterTableRenameTable:
 			out.RenamesTable = true
+		}
+	}
+	for _, spec := range at.Specs {
+		for _, col := range spec.NewColumns {
+			for _, o := range col.Options {
+				if o.Tp == ast.ColumnOptionReference {
+					out.AddsForeignKey = true
+				}
+			}
 		}
 	}
 	if out.RenamesTable {

@@ -68,3 +68,22 @@ func TestParseRefused(t *testing.T) {
 		}
 	}
 }
+
+func TestAddsForeignKey(t *testing.T) {
+	for clause, want := range map[string]bool{
+		"ADD FOREIGN KEY (pid) REFERENCES p (id)":                    true,
+		"ADD CONSTRAINT fk FOREIGN KEY (pid) REFERENCES p (id)":      true,
+		"ADD COLUMN pid INT REFERENCES p (id)":                       true,
+		"ADD COLUMN pid INT, ADD KEY (pid)":                          false,
+		"ADD CONSTRAINT c CHECK (pid > 0)":                           false,
+		"MODIFY pid BIGINT, ADD UNIQUE KEY u (pid), DROP COLUMN old": false,
+	} {
+		a, err := Parse(clause)
+		if err != nil {
+			t.Fatalf("%s: %v", clause, err)
+		}
+		if a.AddsForeignKey != want {
+			t.Errorf("%s: AddsForeignKey = %v, want %v", clause, a.AddsForeignKey, want)
+		}
+	}
+}

@@ -64,7 +64,7 @@ func NewCols(pk []schema.Column) (Cols, error) {
 		case "year":
 			col.kind = kindSigned
 		case "set":
-			if n := members(c.ColumnType); n > 53 {
+			if n := len(schema.Members(c.ColumnType)); n > 53 {
 				return nil, fmt.Errorf("primary key column %s is a SET of %d members, which sluice cannot compare exactly (the server compares a SET with a number as a double, exact up to 53 members); use a table whose primary key is integer, string, binary, decimal or temporal", c.Name, n)
 			}
 			col.kind = kindUnsigned
@@ -85,27 +85,6 @@ func NewCols(pk []schema.Column) (Cols, error) {
 		out = append(out, col)
 	}
 	return out, nil
-}
-
-// members counts the members of an ENUM or SET column type, e.g.
-// "set('a','b,c','d')" has 3 (a quote inside a member is doubled or
-// escaped).
-func members(columnType string) int {
-	n, quoted := 0, false
-	for i := 0; i < len(columnType); i++ {
-		switch c := columnType[i]; {
-		case c == '\\' && quoted:
-			i++
-		case c == '\'' && quoted && i+1 < len(columnType) && columnType[i+1] == '\'':
-			i++
-		case c == '\'':
-			if !quoted {
-				n++
-			}
-			quoted = !quoted
-		}
-	}
-	return n
 }
 
 // Names returns the quoted column list "`a`, `b`".

@@ -293,3 +293,32 @@ func StampedOld(table string, at time.Time) string {
 	}
 	return "_" + base + "_old_" + stamp
 }
+
+// Members returns the members of an ENUM or SET column type, in definition
+// order, e.g. "set('a','b,c','d')" has a, "b,c" and d (a quote inside a
+// member is doubled or escaped).
+func Members(columnType string) []string {
+	var out []string
+	var cur []byte
+	quoted := false
+	for i := 0; i < len(columnType); i++ {
+		c := columnType[i]
+		switch {
+		case quoted && c == '\\' && i+1 < len(columnType):
+			i++
+			cur = append(cur, columnType[i])
+		case quoted && c == '\'' && i+1 < len(columnType) && columnType[i+1] == '\'':
+			i++
+			cur = append(cur, '\'')
+		case c == '\'':
+			if quoted {
+				out = append(out, string(cur))
+				cur = cur[:0]
+			}
+			quoted = !quoted
+		case quoted:
+			cur = append(cur, c)
+		}
+	}
+	return out
+}
