@@ -179,8 +179,9 @@ func Compare(ctx context.Context, conns []*sql.Conn, cfg Config) (Result, error)
 	}
 	// The whole tables' row counts, read in the same snapshot by the
 	// cutter's connection once it is done: the sum of the chunks' counts must
-	// equal both, so that ranges which missed some rows cannot pass. (On the
-	// primary key: an index built after the snapshot cannot be read in it.)
+	// equal both, so that ranges which missed some rows cannot pass. The
+	// original is counted on its smallest index, the shadow on its primary
+	// key: an index the build adds after the snapshot cannot be read in it.
 	var srcTotal, dstTotal int64
 	g.Go(func() error {
 		err := cut(gctx, spans)
@@ -190,9 +191,10 @@ func Compare(ctx context.Context, conns []*sql.Conn, cfg Config) (Result, error)
 		}
 		for _, c := range []struct {
 			table *schema.Table
+			hint  string
 			n     *int64
-		}{{cfg.Mapping.Source, &srcTotal}, {cfg.Mapping.Target, &dstTotal}} {
-			if err := conns[0].QueryRowContext(gctx, "SELECT COUNT(*) FROM "+c.table.Quoted()+" FORCE INDEX (PRIMARY)").Scan(c.n); err != nil {
+		}{{cfg.Mapping.Source, "", &srcTotal}, {cfg.Mapping.Target, " FORCE INDEX (PRIMARY)", &dstTotal}} {
+			if err := conns[0].QueryRowContext(gctx, "SELECT COUNT(*) FROM "+c.table.Quoted()+c.hint).Scan(c.n); err != nil {
 				return fmt.Errorf("checksum: count the rows of %s: %w", c.table.Name, err)
 			}
 		}

@@ -14,11 +14,40 @@ type Pair struct {
 }
 
 // Mapping says how rows of Source become rows of Target. Columns of Target
-// without a pair (added, or generated) take their defaults or are computed.
+// without a pair (added, or generated) take their defaults or are computed;
+// Fills are the added NOT NULL columns without a DEFAULT, which an INSERT
+// must name (strict mode refuses to leave them out).
 type Mapping struct {
 	Source *Table
 	Target *Table
 	Pairs  []Pair
+	Fills  []Fill
+}
+
+// Fill gives an added column the value a native ALTER gives existing rows:
+// its type's implicit default.
+type Fill struct {
+	To   Column
+	Expr string
+}
+
+// ImplicitDefault returns the value MySQL gives existing rows for a column
+// added NOT NULL without a DEFAULT (0, '', an ENUM's first member), as SQL,
+// and false for the types where sluice does not write one (temporal, JSON,
+// spatial: the copy then fails and says so). It is pure.
+func ImplicitDefault(c Column) (string, bool) {
+	switch c.DataType {
+	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "float", "double", "bit", "year":
+		return "0", true
+	case "char", "varchar", "binary", "varbinary", "tinytext", "text", "mediumtext", "longtext",
+		"tinyblob", "blob", "mediumblob", "longblob", "set":
+		return "''", true
+	case "enum":
+		if m := Members(c.ColumnType); len(m) > 0 {
+			return dbconn.QuoteString(m[0]), true
+		}
+	}
+	return "", false
 }
 
 // NewMapping pairs each writable Target column with the Source column that
@@ -39,23 +68,41 @@ func NewMapping(src, dst *Table, source func(newName string) (string, bool)) *Ma
 		}
 		m.Pairs = append(m.Pairs, Pair{From: from, To: to})
 	}
+	paired := map[string]bool{}
+	for _, p := range m.Pairs {
+		paired[strings.ToLower(p.To.Name)] = true
+	}
+	for _, to := range dst.Columns {
+		if paired[strings.ToLower(to.Name)] || to.Generated || to.AutoInc || to.Nullable || to.HasDefault {
+			continue
+		}
+		if expr, ok := ImplicitDefault(to); ok {
+			m.Fills = append(m.Fills, Fill{To: to, Expr: expr})
+		}
+	}
 	return m
 }
 
 // InsertColumns is the quoted target column list for INSERT.
 func (m *Mapping) InsertColumns() string {
-	parts := make([]string, len(m.Pairs))
-	for i, p := range m.Pairs {
-		parts[i] = dbconn.QuoteIdent(p.To.Name)
+	parts := make([]string, 0, len(m.Pairs)+len(m.Fills))
+	for _, p := range m.Pairs {
+		parts = append(parts, dbconn.QuoteIdent(p.To.Name))
+	}
+	for _, f := range m.Fills {
+		parts = append(parts, dbconn.QuoteIdent(f.To.Name))
 	}
 	return strings.Join(parts, ", ")
 }
 
 // SelectColumns is the quoted source column list for the matching SELECT.
 func (m *Mapping) SelectColumns() string {
-	parts := make([]string, len(m.Pairs))
-	for i, p := range m.Pairs {
-		parts[i] = dbconn.QuoteIdent(p.From.Name)
+	parts := make([]string, 0, len(m.Pairs)+len(m.Fills))
+	for _, p := range m.Pairs {
+		parts = append(parts, dbconn.QuoteIdent(p.From.Name))
+	}
+	for _, f := range m.Fills {
+		parts = append(parts, f.Expr)
 	}
 	return strings.Join(parts, ", ")
 }

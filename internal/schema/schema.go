@@ -32,6 +32,9 @@ type Column struct {
 	// DefaultNow: the default is the current time (CURRENT_TIMESTAMP,
 	// NOW(), ...), whose value depends on the session's time zone.
 	DefaultNow bool
+	// HasDefault: the column has a DEFAULT clause (information_schema's
+	// COLUMN_DEFAULT is not NULL).
+	HasDefault bool
 }
 
 // Index is one index of a table.
@@ -151,7 +154,7 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 	t.RowFormat, t.DataBytes, t.IndexBytes, t.Charset = rowFormat.String, dataLen.Int64, indexLen.Int64, strings.ToLower(charset.String)
 
 	crows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE,
-			IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME, CHARACTER_MAXIMUM_LENGTH, EXTRA, COALESCE(COLUMN_DEFAULT, '')
+			IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME, CHARACTER_MAXIMUM_LENGTH, EXTRA, COLUMN_DEFAULT
 		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?
 		ORDER BY ORDINAL_POSITION`, database, name)
 	if err != nil {
@@ -163,7 +166,7 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 		var nullable, extra string
 		var cs, coll sql.NullString
 		var maxLen sql.NullInt64
-		var def string
+		var def sql.NullString
 		if err := crows.Scan(&c.Name, &c.Ordinal, &c.DataType, &c.ColumnType, &nullable, &cs, &coll, &maxLen, &extra, &def); err != nil {
 			return nil, fmt.Errorf("read columns of %s.%s: %w", database, name, err)
 		}
@@ -175,7 +178,8 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 		c.Stored = strings.Contains(ex, "STORED GENERATED")
 		c.Generated = c.Stored || strings.Contains(ex, "VIRTUAL GENERATED")
 		c.AutoInc = strings.Contains(ex, "AUTO_INCREMENT")
-		c.DefaultNow = strings.Contains(ex, "DEFAULT_GENERATED") && nowDefault.MatchString(def)
+		c.DefaultNow = strings.Contains(ex, "DEFAULT_GENERATED") && nowDefault.MatchString(def.String)
+		c.HasDefault = def.Valid
 		t.Columns = append(t.Columns, c)
 	}
 	if err := crows.Err(); err != nil {

@@ -18,3 +18,25 @@ func TestMembers(t *testing.T) {
 		}
 	}
 }
+
+func TestImplicitDefault(t *testing.T) {
+	for _, c := range []struct {
+		col  Column
+		want string
+		ok   bool
+	}{
+		{Column{DataType: "int"}, "0", true},
+		{Column{DataType: "decimal"}, "0", true},
+		{Column{DataType: "varchar"}, "''", true},
+		{Column{DataType: "blob"}, "''", true},
+		{Column{DataType: "enum", ColumnType: "enum('p','q')"}, "'p'", true},
+		{Column{DataType: "set", ColumnType: "set('p','q')"}, "''", true},
+		{Column{DataType: "date"}, "", false},
+		{Column{DataType: "json"}, "", false},
+	} {
+		got, ok := ImplicitDefault(c.col)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%s: got %q, %v; want %q, %v", c.col.DataType, got, ok, c.want, c.ok)
+		}
+	}
+}
