@@ -32,7 +32,7 @@ type Fill struct {
 }
 
 // ImplicitDefault returns the value MySQL gives existing rows for a column
-// added NOT NULL without a DEFAULT (0, ”, an ENUM's first member), as SQL,
+// added NOT NULL without a DEFAULT (0, the empty string, an ENUM's first member), as SQL,
 // and false for the types where sluice does not write one (temporal, JSON,
 // spatial: the copy then fails and says so). It is pure.
 func ImplicitDefault(c Column) (string, bool) {
