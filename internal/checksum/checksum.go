@@ -74,7 +74,7 @@ func Comparable(from, to schema.Column) bool {
 // '#', times mix. CONCAT joins them in one allocation, about a quarter cheaper than
 // CONCAT_WS, but a NULL makes it NULL; so when a column may be NULL on either
 // side, a row with a NULL is hashed by the slower form instead: CONCAT_WS
-// (which skips NULLs) followed by a string of NULL flags, so that NULL, ” and
+// (which skips NULLs) followed by a string of NULL flags, so that NULL, empty and
 // shifted values hash differently. Both sides hash a row by the same form when
 // its NULLs are in the same columns; a row whose NULLs differ hashes
 // differently. Character columns are read as bytes (a CAST that costs about a
