@@ -200,6 +200,9 @@ type Result struct {
 	// final guard found equal in both tables (before or under the cut-over's
 	// lock); a row changed again is counted again.
 	ChangedRowsVerified int64
+	// RenamedChecks are the CHECK constraints the user named on the original;
+	// the new table has them under generated names (<table>_chk_N).
+	RenamedChecks []string
 	// AutoIncrement is the AUTO_INCREMENT counter carried over to the new
 	// table at cut-over (0 when the new table's own was already as high).
 	AutoIncrement uint64

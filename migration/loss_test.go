@@ -228,3 +228,18 @@ func TestAlterBeforeCaptureStops(t *testing.T) {
 		t.Fatalf("t has %d columns", cols)
 	}
 }
+
+// TestNamedCheckReported: a CHECK constraint the user named keeps its
+// condition in the new table under a generated name, and the run says so.
+func TestNamedCheckReported(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT, CONSTRAINT v_positive CHECK (v >= 0), CHECK (v < 1000))")
+	db.Fill(t, "t", 100, "n, n")
+	res := migrate(t, config(t, db, "t", "MODIFY v BIGINT"))
+	if strings.Join(res.RenamedChecks, ",") != "v_positive" {
+		t.Fatalf("RenamedChecks = %v, want [v_positive]", res.RenamedChecks)
+	}
+	if _, err := db.Exec("INSERT INTO t VALUES (1000, -1)"); err == nil {
+		t.Fatal("the new table lost the condition of v_positive")
+	}
+}

@@ -443,6 +443,9 @@ func (r *Runner) createShadow(ctx context.Context) error {
 	if err := r.checkShadowVolatile(); err != nil {
 		return err
 	}
+	if err := r.noteNamedChecks(ctx); err != nil {
+		return err
+	}
 	r.log.Info("shadow table ready", "table", r.names.Shadow, "columns_copied", len(r.mapping.Pairs))
 	return nil
 }
@@ -513,6 +516,38 @@ func (r *Runner) recheckOriginal(ctx context.Context) error {
 	}
 	if !same {
 		return fmt.Errorf("%w: %s was altered while sluice prepared its migration; run sluice again", binlog.ErrTableChanged, r.orig.Name)
+	}
+	return nil
+}
+
+// noteNamedChecks finds the CHECK constraints the user named on the
+// original: the new table, made with CREATE TABLE LIKE, has them under
+// generated names, since MySQL keeps a constraint name unique in a database
+// (the original holds it) and cannot rename one. The rows are not affected;
+// the operator is told.
+func (r *Runner) noteNamedChecks(ctx context.Context) error {
+	rows, err := r.db.QueryContext(ctx, `SELECT CONSTRAINT_NAME FROM information_schema.TABLE_CONSTRAINTS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND CONSTRAINT_TYPE = 'CHECK' ORDER BY CONSTRAINT_NAME`, r.cfg.Database, r.orig.Name)
+	if err != nil {
+		return fmt.Errorf("read the CHECK constraints of %s: %w", r.orig.Name, err)
+	}
+	defer rows.Close()
+	generated := regexp.MustCompile(`^` + regexp.QuoteMeta(r.orig.Name) + `_chk_[0-9]+$`)
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return err
+		}
+		if !generated.MatchString(name) {
+			r.res.RenamedChecks = append(r.res.RenamedChecks, name)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(r.res.RenamedChecks) > 0 {
+		r.log.Warn("the new table's CHECK constraints keep their conditions but take generated names (MySQL keeps a constraint name unique in a database and cannot rename one)",
+			"named", strings.Join(r.res.RenamedChecks, ","))
 	}
 	return nil
 }

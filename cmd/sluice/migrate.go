@@ -183,6 +183,10 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		database, f.table, res.Total.Round(time.Millisecond), res.RowsCopied, res.KeysApplied, res.ChecksumRows, res.ChecksumChunks,
 		res.CutoverLock.Round(time.Millisecond))
 	fmt.Fprintf(out, "sluice: %d rows changed after the checksum were compared in both tables before the swap\n", res.ChangedRowsVerified)
+	if len(res.RenamedChecks) > 0 {
+		fmt.Fprintf(out, "sluice: the CHECK constraints %s keep their conditions under generated names (%s_chk_N): MySQL keeps constraint names unique in a database and cannot rename one\n",
+			strings.Join(res.RenamedChecks, ", "), f.table)
+	}
 	if len(res.ChecksumSkipped) > 0 {
 		fmt.Fprintf(out, "sluice: columns the checksum could not compare (their conversion has no exact SQL form): %s\n", strings.Join(res.ChecksumSkipped, ", "))
 	}
