@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/schema"
 )
 
 var autoIncRE = regexp.MustCompile(`(?m)^\) .*\bAUTO_INCREMENT=([0-9]+)\b`)
@@ -30,11 +32,7 @@ func AutoIncrement(createTable string) (uint64, error) {
 // rows lie above it). SHOW CREATE TABLE reads the live counter, where
 // information_schema may show a cached one.
 func (r *Runner) carryAutoIncrement(ctx context.Context, lock *sql.Conn) error {
-	has := false
-	for _, c := range r.shadow.Columns {
-		has = has || c.AutoInc
-	}
-	if !has {
+	if !slices.ContainsFunc(r.shadow.Columns, func(c schema.Column) bool { return c.AutoInc }) {
 		return nil
 	}
 	read := func(table string) (uint64, error) {

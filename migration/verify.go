@@ -9,6 +9,7 @@ import (
 	"github.com/sluicedb/sluice/internal/apply"
 	"github.com/sluicedb/sluice/internal/binlog"
 	"github.com/sluicedb/sluice/internal/checksum"
+	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/mdl"
 	"github.com/sluicedb/sluice/internal/rowkey"
 )
@@ -49,36 +50,34 @@ func (s sinks) Add(keys ...rowkey.Key) { s.sched.Add(keys...) }
 // Present implements binlog.PresenceSink.
 func (s sinks) Present(keys []rowkey.Key, present []bool) { s.tracker.Record(keys, present) }
 
-func (r *Runner) checksumConfig() checksum.Config {
-	return checksum.Config{Mapping: r.mapping, Key: r.key}
+// checksOut reports whether a changed row is equal in both tables and is in
+// the original if the binlog says it exists: a row the binlog calls present
+// that its key cannot find could not be found by the apply either.
+func checksOut(o checksum.KeyOutcome, t apply.Tracked) bool {
+	return o.Same && (o.Source || !t.Present)
 }
 
-// verifyChanged compares, in consistent snapshots, the rows of the keys
-// changed since the checksum, and forgets those found equal. Rows whose
-// change is not applied yet differ and stay recorded.
-func (r *Runner) verifyChanged(ctx context.Context) error {
-	pending := r.tracker.Take(0)
+// compareTracked compares the rows of pending in batches on q (from begin,
+// which may open a snapshot for each batch), and hands each batch and its
+// outcomes to judge, which returns the entries to forget.
+func (r *Runner) compareTracked(ctx context.Context, pending []apply.Tracked, q func() (dbconn.Querier, func(), error),
+	judge func(batch []apply.Tracked, out []checksum.KeyOutcome) ([]apply.Tracked, error)) error {
 	for len(pending) > 0 {
 		n := min(verifyBatch, len(pending))
 		batch := pending[:n]
 		pending = pending[n:]
-		tx, err := r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+		conn, done, err := q()
 		if err != nil {
 			return fmt.Errorf("compare changed rows: %w", err)
 		}
-		outcomes, err := checksum.CompareKeys(ctx, tx, r.checksumConfig(), keysOf(batch))
-		tx.Rollback()
+		out, err := checksum.CompareKeys(ctx, conn, checksum.Config{Mapping: r.mapping, Key: r.key}, keysOf(batch))
+		done()
 		if err != nil {
 			return err
 		}
-		// Equal, and in the original as the binlog says (a row the binlog
-		// calls present must be found by its key, or sluice could not find
-		// it to apply it either).
-		var equal []apply.Tracked
-		for i, o := range outcomes {
-			if o.Same && (o.Source || !batch[i].Present) {
-				equal = append(equal, batch[i])
-			}
+		equal, err := judge(batch, out)
+		if err != nil {
+			return err
 		}
 		r.tracker.Verified(equal)
 		r.res.ChangedRowsVerified += int64(len(equal))
@@ -86,33 +85,50 @@ func (r *Runner) verifyChanged(ctx context.Context) error {
 	return nil
 }
 
+// verifyChanged compares, in consistent snapshots, the rows of the keys
+// changed since the checksum, and forgets those that check out. Rows whose
+// change is not applied yet differ and stay recorded.
+func (r *Runner) verifyChanged(ctx context.Context) error {
+	snapshot := func() (dbconn.Querier, func(), error) {
+		tx, err := r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+		if err != nil {
+			return nil, nil, err
+		}
+		return tx, func() { tx.Rollback() }, nil
+	}
+	return r.compareTracked(ctx, r.tracker.Take(0), snapshot, func(batch []apply.Tracked, out []checksum.KeyOutcome) ([]apply.Tracked, error) {
+		var equal []apply.Tracked
+		for i, o := range out {
+			if checksOut(o, batch[i]) {
+				equal = append(equal, batch[i])
+			}
+		}
+		return equal, nil
+	})
+}
+
 // verifyLocked compares, on the connection that holds both tables locked
 // after the last changes were applied, the rows of every key changed since
-// the checksum and not yet found equal.
+// the checksum and not yet found equal; one that does not check out stops
+// the cut-over.
 func (r *Runner) verifyLocked(ctx context.Context, lock *sql.Conn) error {
 	pending := r.tracker.Take(0)
 	if len(pending) > maxLockedVerify {
 		return fmt.Errorf("%w: %d changed rows to compare", mdl.ErrRetry, len(pending))
 	}
-	for len(pending) > 0 {
-		n := min(verifyBatch, len(pending))
-		outcomes, err := checksum.CompareKeys(ctx, lock, r.checksumConfig(), keysOf(pending[:n]))
-		if err != nil {
-			return err
-		}
-		for i, o := range outcomes {
+	locked := func() (dbconn.Querier, func(), error) { return lock, func() {}, nil }
+	return r.compareTracked(ctx, pending, locked, func(batch []apply.Tracked, out []checksum.KeyOutcome) ([]apply.Tracked, error) {
+		for i, o := range out {
 			switch {
+			case checksOut(o, batch[i]):
 			case !o.Same:
-				return fmt.Errorf("%w: key %v (in the original: %v, in the new table: %v)", errUnverified, o.Key, o.Source, o.Target)
-			case pending[i].Present && !o.Source:
-				return fmt.Errorf("%w: the binlog says the row of key %v exists, but that key selects no row of the original: sluice cannot find rows by this key", errUnverified, o.Key)
+				return nil, fmt.Errorf("%w: key %v (in the original: %v, in the new table: %v)", errUnverified, o.Key, o.Source, o.Target)
+			default:
+				return nil, fmt.Errorf("%w: the binlog says the row of key %v exists, but that key selects no row of the original: sluice cannot find rows by this key", errUnverified, o.Key)
 			}
 		}
-		r.tracker.Verified(pending[:n])
-		r.res.ChangedRowsVerified += int64(n)
-		pending = pending[n:]
-	}
-	return nil
+		return batch, nil
+	})
 }
 
 func keysOf(ts []apply.Tracked) []rowkey.Key {

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
 )
 
 // Position is a place in the binary log.
@@ -49,15 +51,10 @@ func fileSeq(name string) int64 {
 	return n
 }
 
-// querier runs queries: a *sql.DB or a *sql.Conn.
-type querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
 // status returns the row of SHOW BINARY LOG STATUS (MySQL 8.2+, falling
 // back to SHOW MASTER STATUS) by column name, or nil when the binary log is
 // off.
-func status(ctx context.Context, q querier) (map[string]string, error) {
+func status(ctx context.Context, q dbconn.Querier) (map[string]string, error) {
 	var lastErr error
 	for _, stmt := range []string{"SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"} {
 		rows, err := q.QueryContext(ctx, stmt)
@@ -91,7 +88,7 @@ func status(ctx context.Context, q querier) (map[string]string, error) {
 }
 
 // CurrentPosition returns the end of the server's binary log.
-func CurrentPosition(ctx context.Context, q querier) (Position, error) {
+func CurrentPosition(ctx context.Context, q dbconn.Querier) (Position, error) {
 	st, err := status(ctx, q)
 	if err != nil {
 		return Position{}, err
@@ -108,7 +105,7 @@ func CurrentPosition(ctx context.Context, q querier) (Position, error) {
 
 // Filters returns the server's binlog filters (--binlog-do-db and
 // --binlog-ignore-db), as SHOW BINARY LOG STATUS shows them.
-func Filters(ctx context.Context, q querier) (do, ignore []string, err error) {
+func Filters(ctx context.Context, q dbconn.Querier) (do, ignore []string, err error) {
 	st, err := status(ctx, q)
 	if err != nil {
 		return nil, nil, err

@@ -272,11 +272,6 @@ func hashes(cfg Config) rowHashes {
 	return h
 }
 
-// Querier runs queries: a *sql.DB, a *sql.Conn, a *sql.Tx.
-type Querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
 // KeyOutcome is what CompareKeys found for one key.
 type KeyOutcome struct {
 	Key            rowkey.Key
@@ -293,7 +288,7 @@ type KeyOutcome struct {
 // answers by testing each key's own predicate on it, not by the key's text:
 // the binlog and the server may spell one value differently ('12:00:00' and
 // '12:00:00.000').
-func CompareKeys(ctx context.Context, q Querier, cfg Config, keys []rowkey.Key) ([]KeyOutcome, error) {
+func CompareKeys(ctx context.Context, q dbconn.Querier, cfg Config, keys []rowkey.Key) ([]KeyOutcome, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}

@@ -173,6 +173,11 @@ func ParseDSN(dsn string) (Config, string, error) {
 	return c, mc.DBName, nil
 }
 
+// Querier runs queries: a *sql.DB, a *sql.Conn or a *sql.Tx.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
 // QuoteIdent quotes a MySQL identifier with backticks, doubling any backtick in it.
 func QuoteIdent(name string) string {
 	return "`" + strings.ReplaceAll(name, "`", "``") + "`"

@@ -441,7 +441,7 @@ func OldType(c schema.Column) ColType {
 		j := strings.LastIndexByte(s, ')')
 		inner := s[i+1 : j]
 		if ct.Name == "enum" || ct.Name == "set" {
-			ct.Elems = splitElems(c.ColumnType[i+1 : j])
+			ct.Elems = schema.Members(c.ColumnType)
 		} else {
 			parts := strings.Split(inner, ",")
 			fmt.Sscan(parts[0], &ct.Length)
@@ -459,30 +459,6 @@ func OldType(c schema.Column) ColType {
 		}
 	}
 	return ct
-}
-
-// splitElems splits "'a','b”c'" into its values.
-func splitElems(s string) []string {
-	var out []string
-	var cur strings.Builder
-	in := false
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		switch {
-		case ch == '\'' && in && i+1 < len(s) && s[i+1] == '\'':
-			cur.WriteByte('\'')
-			i++
-		case ch == '\'':
-			in = !in
-			if !in {
-				out = append(out, cur.String())
-				cur.Reset()
-			}
-		case in:
-			cur.WriteByte(ch)
-		}
-	}
-	return out
 }
 
 func typeName(ft *types.FieldType) string {
