@@ -7,40 +7,110 @@
 #   scripts/sandbox.sh status   say whether it runs
 #   scripts/sandbox.sh env      print the export line for SLUICE_TEST_DSN
 #   SLUICE_SANDBOX_PROFILE=alt scripts/sandbox.sh up   the second server (PROFILE below)
+#   scripts/sandbox.sh replicas up [N]   start N (1 or 2, default 2) replicas of the default
+#                               server (starting it first if needed); replicas above N are
+#                               stopped; print the export line for SLUICE_TEST_REPLICA_DSNS
+#   scripts/sandbox.sh replicas down|reset|status|env   stop them (datadirs kept) / stop
+#                               them and delete their datadirs / say how they replicate /
+#                               print the export line (the running replicas)
+#   scripts/sandbox.sh replicas mysql N [args]   the mysql client on replica N
 #   scripts/sandbox.sh pt-osc ARGS   run pt-online-schema-change from the chroot
 #                               (Percona Toolkit is installed there on first use)
 #
 # MySQL 9.7 ships in Debian unstable, which needs a newer glibc than Debian 12,
 # so the server runs inside a debootstrap chroot kept in $SLUICE_SANDBOX_ROOT.
 # Every step is idempotent: run "up" as often as you like. Needs root.
+#
+# Replicas (replica1 on 127.0.0.1:13317, replica2 on 13318) are more mysqld
+# processes from the same chroot, each with its own datadir, socket and cnf
+# (/etc/sluice/replicaN.cnf). They replicate from the default server with GTID
+# auto-position (SOURCE_AUTO_POSITION=1) as the account sluice_repl@127.0.0.1,
+# and report themselves (report_host/report_port) so that SHOW REPLICAS on the
+# default server lists them. They have read_only=ON but not super_read_only:
+# tests and sluice connect as root, which read_only does not restrict, and
+# super_read_only would refuse them (and the sandbox's own set-up) any write.
+#
+# A replica is provisioned with the clone plugin (CLONE INSTANCE FROM the
+# default server), not by replaying the primary's binlog: that history is long
+# (benchmarks load and drop million-row tables) and partly purged. A clone
+# starts the replica from the primary's current data and GTID state, so every
+# database the primary has also exists on the replica (the benchmark's
+# "CREATE TABLE sbtest.sbtest1 LIKE sbtest_tpl.sbtest1" replicates); it copies
+# the InnoDB data (not the binlogs), under a minute here. The clone plugin is
+# installed on the default server for this (INSTALL PLUGIN, no restart).
+# "replicas up" re-clones a replica that is not replicating from the default
+# server, whose replication threads stopped on an error (for example the
+# primary purged binlogs it still needed after a "replicas down"), or that has
+# transactions the primary has not (the primary was reset).
 set -euo pipefail
 
 ROOT=${SLUICE_SANDBOX_ROOT:-/var/cache/sluice/sandbox}
 CHROOT=$ROOT/sid
-# Profiles: "default" is the server of the tests, demo and benchmarks; "alt"
-# is a second mysqld from the same chroot with the settings some scenarios
-# need and a production server may have: lower_case_table_names=1, a non-UTC
-# time zone and compressed binlog transactions.
-PROFILE=${SLUICE_SANDBOX_PROFILE:-default}
-case "$PROFILE" in
-  default)
-    PORT=${SLUICE_SANDBOX_PORT:-13307}
-    DATADIR=/var/lib/sluice-mysql          # inside the chroot
-    RUNDIR=/run/sluice-mysql               # inside the chroot
-    CNF=/etc/sluice/my.cnf
-    DSN_VAR=SLUICE_TEST_DSN
-    EXTRA="" ;;
-  alt)
-    PORT=${SLUICE_SANDBOX_PORT:-13308}
-    DATADIR=/var/lib/sluice-mysql-alt
-    RUNDIR=/run/sluice-mysql-alt
-    CNF=/etc/sluice/alt.cnf
-    DSN_VAR=SLUICE_TEST_ALT_DSN
-    BUFFER_POOL=${SLUICE_SANDBOX_BUFFER_POOL:-256M}
-    EXTRA="lower_case_table_names=1
+# The default server's port: the replicas' source.
+PRIMARY_PORT=${SLUICE_SANDBOX_PORT:-13307}
+PRIMARY_SOCK=/run/sluice-mysql/mysqld.sock   # inside the chroot
+# The replication account, created on the default server. A sandbox password,
+# only ever sent to a mysql client on its standard input (never in argv).
+REPL_USER=sluice_repl
+REPL_PASSWORD=sluice-repl-sandbox
+
+# profile NAME sets the server's settings. Profiles: "default" is the server of
+# the tests, demo and benchmarks; "alt" is a second mysqld from the same chroot
+# with the settings some scenarios need and a production server may have:
+# lower_case_table_names=1, a non-UTC time zone and compressed binlog
+# transactions; "replica1" and "replica2" replicate from "default".
+profile() {
+  NAME=$1
+  SERVER_ID=1
+  BUFFER_POOL=${SLUICE_SANDBOX_BUFFER_POOL:-2G}
+  case "$1" in
+    default)
+      PORT=$PRIMARY_PORT
+      DATADIR=/var/lib/sluice-mysql          # inside the chroot
+      RUNDIR=/run/sluice-mysql               # inside the chroot
+      CNF=/etc/sluice/my.cnf
+      DSN_VAR=SLUICE_TEST_DSN
+      EXTRA="" ;;
+    alt)
+      PORT=${SLUICE_SANDBOX_PORT:-13308}
+      DATADIR=/var/lib/sluice-mysql-alt
+      RUNDIR=/run/sluice-mysql-alt
+      CNF=/etc/sluice/alt.cnf
+      DSN_VAR=SLUICE_TEST_ALT_DSN
+      BUFFER_POOL=${SLUICE_SANDBOX_BUFFER_POOL:-256M}
+      EXTRA="lower_case_table_names=1
 default_time_zone='-07:00'
 binlog_transaction_compression=ON
 innodb_redo_log_capacity=256M" ;;
+    replica1|replica2)
+      local n=${1#replica}
+      PORT=$((13316 + n))
+      DATADIR=/var/lib/sluice-mysql-$1
+      RUNDIR=/run/sluice-mysql-$1
+      CNF=/etc/sluice/$1.cnf
+      DSN_VAR=SLUICE_TEST_REPLICA_DSNS
+      SERVER_ID=$((10 + n))
+      BUFFER_POOL=128M
+      # A replica is rebuilt by a clone whenever needed: it trades durability
+      # on a host crash (trx_commit=2, sync_binlog=0) for less I/O; a mysqld
+      # crash loses nothing.
+      EXTRA="report_host=127.0.0.1
+report_port=$PORT
+log_replica_updates=ON
+read_only=ON
+relay_log=relay-bin
+relay_log_recovery=ON
+loose-clone_valid_donor_list=127.0.0.1:$PRIMARY_PORT
+innodb_redo_log_capacity=64M
+innodb_flush_log_at_trx_commit=2
+sync_binlog=0
+max_connections=200" ;;
+    *) echo "sandbox: unknown profile $1 (default or alt)" >&2; exit 2 ;;
+  esac
+}
+PROFILE=${SLUICE_SANDBOX_PROFILE:-default}
+case "$PROFILE" in
+  default|alt) profile "$PROFILE" ;;
   *) echo "sandbox: unknown profile $PROFILE (default or alt)" >&2; exit 2 ;;
 esac
 # The Debian mirror: $SLUICE_DEBIAN_MIRROR, else the first "debian" archive this machine's own
@@ -53,7 +123,6 @@ host_mirror() {
   done | grep -E '/debian/?$' | head -n 1
 }
 MIRROR=${SLUICE_DEBIAN_MIRROR:-$(host_mirror)}
-BUFFER_POOL=${BUFFER_POOL:-${SLUICE_SANDBOX_BUFFER_POOL:-2G}}
 
 log() { echo "sandbox: $*" >&2; }
 die() { echo "sandbox: $*" >&2; exit 1; }
@@ -104,7 +173,7 @@ socket=$RUNDIR/mysqld.sock
 pid-file=$RUNDIR/mysqld.pid
 log-error=$DATADIR/error.log
 secure-file-priv=
-server-id=1
+server-id=$SERVER_ID
 log-bin=binlog
 binlog_format=ROW
 binlog_row_image=FULL
@@ -138,11 +207,23 @@ wait_ready() {
   return 1
 }
 
-# others: pids of live mysqld processes of this sandbox (running in this chroot).
+# chroot_mysqlds: pids of live mysqld processes running in this chroot, of any profile.
+chroot_mysqlds() {
+  local p root
+  root=$(readlink -f "$CHROOT")
+  for p in $(pgrep -x mysqld || true); do
+    [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$root" ] || continue
+    [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] && echo "$p"
+  done
+  return 0
+}
+
+# others: pids of live mysqld processes of this profile (running in this chroot,
+# started with exactly this cnf: /etc/sluice/my.cnf never matches replica1.cnf).
 others() {
   local p root
   root=$(readlink -f "$CHROOT")
-  for p in $(pgrep -f "mysqld --defaults-file=$CNF" || true); do
+  for p in $(pgrep -f "^mysqld --defaults-file=${CNF//./\\.}( |\$)" || true); do
     [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$root" ] || continue
     [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] && echo "$p"
   done
@@ -150,33 +231,44 @@ others() {
 }
 
 mysql_root() { in_chroot mysql --no-defaults -uroot --socket="$RUNDIR/mysqld.sock" "$@"; }
+mysql_primary() { in_chroot mysql --no-defaults -uroot --socket="$PRIMARY_SOCK" "$@"; }
 
-up() {
+# start_server: the chroot, the cnf and the datadir exist and mysqld answers.
+start_server() {
   provision
   mount_proc
   write_config
   mkdir -p "$CHROOT$RUNDIR"
   if [ ! -d "$CHROOT$DATADIR/mysql" ]; then
-    log "initialising the datadir"
+    log "$NAME: initialising the datadir"
     rm -rf "$CHROOT$DATADIR"
     mkdir -p "$CHROOT$DATADIR"
     in_chroot mysqld --defaults-file=$CNF --initialize-insecure --user=root \
       || die "mysqld --initialize failed; see $CHROOT$DATADIR/error.log"
   fi
   if ! running && [ -z "$(others)" ]; then
-    log "starting mysqld on 127.0.0.1:$PORT"
+    log "$NAME: starting mysqld on 127.0.0.1:$PORT"
     rm -f "$CHROOT$RUNDIR/mysqld.pid"
     chroot "$CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin \
       setsid mysqld --defaults-file=$CNF </dev/null >/dev/null 2>&1 &
     sleep 1
   fi
-  wait_ready || die "mysqld is not answering; see $CHROOT$DATADIR/error.log"
-  # The sandbox's own accounts: root over TCP without a password (sandbox only),
-  # and a password account for tests of password handling.
-  mysql_root -e "CREATE USER IF NOT EXISTS 'sluice'@'127.0.0.1' IDENTIFIED BY 'sluice-sandbox';
+  wait_ready || die "$NAME: mysqld is not answering; see $CHROOT$DATADIR/error.log"
+}
+
+# accounts: the sandbox's own accounts: root over TCP without a password
+# (sandbox only), and a password account for tests of password handling.
+# $1 is put first (SET sql_log_bin = 0 on a replica).
+accounts() {
+  mysql_root -e "${1:-} CREATE USER IF NOT EXISTS 'sluice'@'127.0.0.1' IDENTIFIED BY 'sluice-sandbox';
     GRANT ALL ON *.* TO 'sluice'@'127.0.0.1' WITH GRANT OPTION;
     CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
     GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;"
+}
+
+up() {
+  start_server
+  accounts
   env_line
 }
 
@@ -184,15 +276,189 @@ env_line() {
   echo "export $DSN_VAR='root@tcp(127.0.0.1:$PORT)/'"
 }
 
-down() {
+# stop_server: stop this profile's mysqld, and no other.
+stop_server() {
   local pids
   pids=$(others)
   if [ -n "$pids" ]; then
-    log "stopping mysqld"
+    log "$NAME: stopping mysqld"
     kill $pids 2>/dev/null || true
-    for _ in $(seq 1 120); do [ -z "$(others)" ] && break; sleep 0.5; done
+    for _ in $(seq 1 240); do [ -z "$(others)" ] && break; sleep 0.5; done
+    [ -z "$(others)" ] || die "$NAME: mysqld did not stop within two minutes"
   fi
+}
+
+# unmount_proc: once no mysqld of any profile runs in the chroot.
+unmount_proc() {
+  [ -z "$(chroot_mysqlds)" ] || return 0
   mountpoint -q "$CHROOT/proc" && umount "$CHROOT/proc" || true
+}
+
+down() {
+  stop_server
+  unmount_proc
+}
+
+# --- replicas of the default server ---------------------------------------
+
+# primary_ready: the default server runs, has the clone plugin and the
+# replication account (REPLICATION SLAVE to replicate, BACKUP_ADMIN to be
+# cloned from).
+primary_ready() {
+  (profile default; up >/dev/null)
+  if [ "$(mysql_primary -N -B -e "SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'clone' AND PLUGIN_STATUS = 'ACTIVE'")" != 1 ]; then
+    log "default: installing the clone plugin"
+    mysql_primary -e "INSTALL PLUGIN clone SONAME 'mysql_clone.so'"
+  fi
+  mysql_primary <<SQL
+CREATE USER IF NOT EXISTS '$REPL_USER'@'127.0.0.1' IDENTIFIED BY '$REPL_PASSWORD';
+GRANT REPLICATION SLAVE, BACKUP_ADMIN ON *.* TO '$REPL_USER'@'127.0.0.1';
+SQL
+}
+
+# replica_status: SHOW REPLICA STATUS on this replica, one "Field: value" a line;
+# field NAME reads one value from it (stdin).
+replica_status() { mysql_root --vertical -e 'SHOW REPLICA STATUS'; }
+field() { awk -v k="$1" '{n = $0; sub(/^ +/, "", n); sub(/: .*$|:$/, "", n)} n == k {v = $0; sub(/^[^:]*: ?/, "", v); print v; exit}'; }
+
+# replica_healthy: this replica replicates from the default server with GTID
+# auto-position, has no transaction the primary has not (its own aside), and
+# both replication threads run.
+replica_healthy() {
+  local conf mine theirs ok st io sqlt bad=0
+  conf=$(mysql_root -N -B -e "SELECT CONCAT(HOST, ':', PORT, ':', USER, ':', AUTO_POSITION)
+    FROM performance_schema.replication_connection_configuration WHERE CHANNEL_NAME = ''")
+  if [ "$conf" != "127.0.0.1:$PRIMARY_PORT:$REPL_USER:1" ]; then
+    log "$NAME: not replicating from 127.0.0.1:$PRIMARY_PORT"
+    return 1
+  fi
+  # The replica's set is read before the primary's, so a transaction the
+  # replica has is already in the primary's set (once it committed there).
+  for try in 1 2 3 4 5; do
+    mine=$(mysql_root -N -B -e "SELECT REPLACE(GTID_SUBTRACT(@@GLOBAL.gtid_executed,
+      CONCAT(@@server_uuid, ':1-9223372036854775806')), '\n', '')")
+    theirs=$(mysql_primary -N -B -e "SELECT REPLACE(@@GLOBAL.gtid_executed, '\n', '')")
+    ok=$(mysql_root -N -B -e "SELECT GTID_SUBSET('$mine', '$theirs')")
+    [ "$ok" = 1 ] && break
+    if [ $try = 5 ]; then
+      log "$NAME: has transactions the primary has not (was the primary reset?)"
+      return 1
+    fi
+    sleep 1
+  done
+  mysql_root -e "START REPLICA" 2>/dev/null || { log "$NAME: START REPLICA failed"; return 1; }
+  for _ in $(seq 1 60); do
+    st=$(replica_status)
+    io=$(field Replica_IO_Running <<<"$st")
+    sqlt=$(field Replica_SQL_Running <<<"$st")
+    [ "$io" = Yes ] && [ "$sqlt" = Yes ] && return 0
+    if [ "$io" = No ] || [ "$sqlt" = No ]; then
+      bad=$((bad + 1))
+      if [ $bad -ge 6 ]; then
+        log "$NAME: replication stopped: IO $io ($(field Last_IO_Error <<<"$st")), SQL $sqlt ($(field Last_SQL_Error <<<"$st"))"
+        return 1
+      fi
+    fi
+    sleep 0.5
+  done
+  log "$NAME: replication threads not running after 30s: IO $io ($(field Last_IO_Error <<<"$st")), SQL $sqlt"
+  return 1
+}
+
+# replica_clone: replace this replica's data with a clone of the default
+# server's, then point it at the default server. A clone in place ends with
+# the recipient shutting down (no supervisor restarts it): it is started again.
+replica_clone() {
+  log "$NAME: cloning the default server (127.0.0.1:$PRIMARY_PORT)"
+  if [ "$(mysql_root -N -B -e "SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'clone' AND PLUGIN_STATUS = 'ACTIVE'")" != 1 ]; then
+    mysql_root -e "SET sql_log_bin = 0; INSTALL PLUGIN clone SONAME 'mysql_clone.so'"
+  fi
+  mysql_root -e "STOP REPLICA; RESET REPLICA ALL;
+    SET GLOBAL clone_valid_donor_list = '127.0.0.1:$PRIMARY_PORT'" >/dev/null
+  local out
+  out=$(mysql_root 2>&1 <<SQL
+CLONE INSTANCE FROM '$REPL_USER'@'127.0.0.1':$PRIMARY_PORT IDENTIFIED BY '$REPL_PASSWORD';
+SQL
+) && true
+  # 3707: "Restart server failed (mysqld is not managed by supervisor process)":
+  # the clone is done and mysqld shuts down.
+  case "$out" in
+    *3707*) ;;
+    "") ;;
+    *) die "$NAME: CLONE failed: $out" ;;
+  esac
+  for _ in $(seq 1 240); do [ -z "$(others)" ] && break; sleep 0.5; done
+  [ -z "$(others)" ] || die "$NAME: mysqld did not shut down after the clone"
+  start_server
+  local state
+  state=$(mysql_root -N -B -e "SELECT CONCAT(STATE, ' ', ERROR_NO, ' ', ERROR_MESSAGE) FROM performance_schema.clone_status")
+  [ "${state%% *}" = Completed ] || die "$NAME: the clone did not complete: $state"
+  mysql_root <<SQL
+CHANGE REPLICATION SOURCE TO SOURCE_HOST = '127.0.0.1', SOURCE_PORT = $PRIMARY_PORT,
+  SOURCE_USER = '$REPL_USER', SOURCE_PASSWORD = '$REPL_PASSWORD',
+  SOURCE_AUTO_POSITION = 1, GET_SOURCE_PUBLIC_KEY = 1,
+  SOURCE_CONNECT_RETRY = 2, SOURCE_RETRY_COUNT = 86400;
+START REPLICA;
+SQL
+}
+
+replica_up() {
+  start_server
+  if ! replica_healthy; then
+    replica_clone
+    replica_healthy || die "$NAME: does not replicate after a fresh clone; see $CHROOT$DATADIR/error.log"
+  fi
+  # The clone brought the primary's accounts; made sure of all the same,
+  # without a GTID of the replica's own.
+  accounts "SET sql_log_bin = 0;"
+}
+
+replicas_env() {
+  local dsns=() i
+  for i in 1 2; do
+    profile replica$i
+    running && dsns+=("root@tcp(127.0.0.1:$PORT)/")
+  done
+  echo "export SLUICE_TEST_REPLICA_DSNS='$(IFS=,; echo "${dsns[*]}")'"
+}
+
+replicas() {
+  [ "$PROFILE" = default ] || die "replicas are the default server's: unset SLUICE_SANDBOX_PROFILE"
+  local i n
+  case "${1:-}" in
+    up)
+      n=${2:-2}
+      case "$n" in 1|2) ;; *) die "replicas up N: N is 1 or 2" ;; esac
+      primary_ready
+      for i in 1 2; do
+        profile replica$i
+        if [ $i -le $n ]; then replica_up; else stop_server; fi
+      done
+      replicas_env ;;
+    down)
+      for i in 1 2; do profile replica$i; stop_server; done
+      unmount_proc ;;
+    reset)
+      for i in 1 2; do profile replica$i; stop_server; rm -rf "$CHROOT$DATADIR"; done
+      unmount_proc
+      log "replica datadirs removed" ;;
+    status)
+      for i in 1 2; do
+        profile replica$i
+        if running; then
+          local st
+          st=$(replica_status)
+          echo "$NAME running on 127.0.0.1:$PORT: IO $(field Replica_IO_Running <<<"$st"), SQL $(field Replica_SQL_Running <<<"$st"), $(field Seconds_Behind_Source <<<"$st")s behind"
+        else
+          echo "$NAME stopped"
+        fi
+      done ;;
+    env) replicas_env ;;
+    mysql)
+      case "${2:-}" in 1|2) ;; *) die "replicas mysql N: N is 1 or 2" ;; esac
+      profile replica$2; shift 2; mysql_root "$@" ;;
+    *) echo "usage: $0 replicas up [1|2]|down|reset|status|env|mysql N [args]" >&2; exit 2 ;;
+  esac
 }
 
 # pt_osc runs the peer tool pt-online-schema-change for the benchmark.
@@ -216,6 +482,7 @@ case "${1:-}" in
   status) if running; then echo "running on 127.0.0.1:$PORT"; else echo "stopped"; exit 3; fi ;;
   env) env_line ;;
   mysql) shift; mysql_root "$@" ;;
+  replicas) shift; replicas "$@" ;;
   pt-osc) shift; pt_osc "$@" ;;
-  *) echo "usage: $0 up|down|reset|status|env|mysql [args]|pt-osc [args]" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|reset|status|env|mysql [args]|replicas up|down|reset|status|env|pt-osc [args]" >&2; exit 2 ;;
 esac

@@ -9,10 +9,12 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/rowkey"
@@ -40,18 +42,79 @@ func Config(t testing.TB) dbconn.Config { return configFrom(t, Env) }
 
 func configFrom(t testing.TB, env string) dbconn.Config {
 	t.Helper()
-	dsn := os.Getenv(env)
-	if dsn == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set: run the tests with 'make test', which starts the sandbox servers", env)
-		}
-		t.Skipf("%s is not set: run 'make test' to start the sandbox servers", env)
-	}
+	dsn := lookup(t, env)
 	c, _, err := dbconn.ParseDSN(dsn)
 	if err != nil {
 		t.Fatalf("%s: %v", env, err)
 	}
 	return c
+}
+
+// lookup returns the variable env. When it is unset or empty the test is
+// skipped, or fails under CI, where the sandbox servers must be there.
+func lookup(t testing.TB, env string) string {
+	t.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not set: run the tests with 'make test', which starts the sandbox servers", env)
+		}
+		t.Skipf("%s is not set: run 'make test' to start the sandbox servers", env)
+	}
+	return v
+}
+
+// ReplicaEnv is the variable that holds the DSNs of the sandbox's replicas
+// of the server of SLUICE_TEST_DSN, comma-separated ('scripts/sandbox.sh
+// replicas up' starts them and prints the line). They replicate with GTID
+// auto-position, have read_only=ON (root writes all the same) and report
+// their host and port, so SHOW REPLICAS on the primary lists them.
+const ReplicaEnv = "SLUICE_TEST_REPLICA_DSNS"
+
+// Replicas returns the connection settings of the sandbox's replicas
+// (ReplicaEnv). Without them the test is skipped, or fails under CI.
+func Replicas(t testing.TB) []dbconn.Config {
+	t.Helper()
+	var out []dbconn.Config
+	for dsn := range strings.SplitSeq(lookup(t, ReplicaEnv), ",") {
+		if dsn = strings.TrimSpace(dsn); dsn == "" {
+			continue
+		}
+		c, _, err := dbconn.ParseDSN(dsn)
+		if err != nil {
+			t.Fatalf("%s: %v", ReplicaEnv, err)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s names no replica", ReplicaEnv)
+	}
+	return out
+}
+
+// WaitReplicated waits until replica has applied every transaction primary
+// has executed now (WAIT_FOR_EXECUTED_GTID_SET), and fails the test when it
+// has not within timeout, saying what the replica lacks and why.
+func WaitReplicated(t testing.TB, primary, replica *sql.DB, timeout time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	var want string
+	if err := primary.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_executed").Scan(&want); err != nil {
+		t.Fatalf("read the primary's gtid_executed: %v", err)
+	}
+	secs := max(1, int(math.Ceil(timeout.Seconds())))
+	var timedOut int
+	if err := replica.QueryRowContext(ctx, "SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)", want, secs).Scan(&timedOut); err != nil {
+		t.Fatalf("wait for the replica to apply %s: %v", want, err)
+	}
+	if timedOut == 0 {
+		return
+	}
+	var missing, io, applier string
+	replica.QueryRowContext(ctx, "SELECT GTID_SUBTRACT(?, @@GLOBAL.gtid_executed)", want).Scan(&missing)
+	replica.QueryRowContext(ctx, "SELECT CONCAT(SERVICE_STATE, ' ', LAST_ERROR_MESSAGE) FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = ''").Scan(&io)
+	replica.QueryRowContext(ctx, "SELECT CONCAT(SERVICE_STATE, ' ', COALESCE((SELECT MAX(LAST_ERROR_MESSAGE) FROM performance_schema.replication_applier_status_by_worker WHERE CHANNEL_NAME = ''), '')) FROM performance_schema.replication_applier_status WHERE CHANNEL_NAME = ''").Scan(&applier)
+	t.Fatalf("the replica has not applied %s within %s (receiver: %q, applier: %q)", missing, timeout, io, applier)
 }
 
 // NewAlt is New on the sandbox's alt server (AltEnv).
