@@ -5,10 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -53,17 +54,43 @@ type Config struct {
 	// names are case-sensitive (`Orders` and `orders` are two tables) and
 	// are compared byte for byte.
 	FoldCase bool
+	// ReconnectFor is how long the streamer tries to re-establish a lost
+	// binlog connection before it fails (0: DefaultReconnectFor; negative:
+	// it fails at once). The time counts from the loss until events flow
+	// again.
+	ReconnectFor time.Duration
+	// Logger, if set, gets a line for each reconnect attempt, with the
+	// error and the position reading resumes from.
+	Logger *slog.Logger
 }
+
+// DefaultReconnectFor is Config.ReconnectFor's default.
+const DefaultReconnectFor = 5 * time.Minute
 
 // Streamer reads the binlog from a start position in a goroutine of its own.
 // Start it with Start; it runs until Close, or until an error that Err then
 // returns. Position and WaitFor are safe for concurrent use.
+//
+// A lost connection (see dbconn.ConnectionLost) is re-established from
+// Position with a new connection, for up to Config.ReconnectFor; any other
+// error stops the streamer.
 type Streamer struct {
-	cfg    Config
-	syncer *replication.BinlogSyncer
+	cfg  Config
+	scfg replication.BinlogSyncerConfig // for each connection
+	log  *slog.Logger
+
+	// Only the reader goroutine uses these.
+	link *link // the current connection; nil while reconnecting
 	// checksum is whether the events of the current binlog file end with a
-	// CRC32, as its format description says. Only the reader goroutine uses it.
+	// CRC32, as its format description says.
 	checksum bool
+	// inTx: an event of a transaction was read and its end was not;
+	// inBegin: the transaction began with BEGIN (or XA START).
+	inTx, inBegin bool
+	lostAt        time.Time // when the connection was lost; zero while events flow
+	attempts      int       // reconnect attempts since lostAt
+
+	connID atomic.Uint32 // the server's id of the current connection, 0 while none
 
 	mu      sync.Mutex // protects pos, err, lastTS
 	pos     Position
@@ -80,8 +107,12 @@ func Start(ctx context.Context, cfg Config, start Position) (*Streamer, error) {
 	if cfg.Sink == nil || len(cfg.Key) == 0 {
 		return nil, errors.New("binlog: Sink and Key are required")
 	}
-	s := &Streamer{cfg: cfg, pos: start, changed: make(chan struct{}), done: make(chan struct{})}
-	scfg := replication.BinlogSyncerConfig{
+	s := &Streamer{cfg: cfg, pos: start, changed: make(chan struct{}), done: make(chan struct{}), log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.scfg = replication.BinlogSyncerConfig{
+		// One server id for every connection of the streamer.
 		ServerID:                uint32(1_000_000_000 + rand.IntN(1_000_000_000)),
 		Flavor:                  mysql.MySQLFlavor,
 		Host:                    cfg.Conn.Host,
@@ -91,11 +122,14 @@ func Start(ctx context.Context, cfg Config, start Position) (*Streamer, error) {
 		TLSConfig:               cfg.TLS,
 		TimestampStringLocation: time.UTC,
 		// DECIMAL key values exactly (the default is a float64).
-		UseDecimal:           true,
-		HeartbeatPeriod:      time.Second,
-		ReadTimeout:          10 * time.Second,
-		MaxReconnectAttempts: 10,
-		Logger:               slog.New(slog.NewTextHandler(io.Discard, nil)),
+		UseDecimal:      true,
+		HeartbeatPeriod: time.Second,
+		ReadTimeout:     10 * time.Second,
+		// The streamer reconnects itself (reconnect.go): go-mysql's retry
+		// resumes from the last event it received, not from a position
+		// sluice chose, and does not retry a server's error packet.
+		DisableRetrySync: true,
+		Logger:           slog.New(slog.DiscardHandler),
 		// Decode the rows of our table only: under a heavy load most events
 		// belong to other tables and are skipped without being parsed. The
 		// parser of a compressed transaction's payload inherits this.
@@ -114,10 +148,8 @@ func Start(ctx context.Context, cfg Config, start Position) (*Streamer, error) {
 		// CPU) would allocate the others for nothing.
 		PayloadDecoderConcurrency: 1,
 	}
-	s.syncer = replication.NewBinlogSyncer(scfg)
-	stream, err := s.syncer.StartSync(mysql.Position{Name: start.File, Pos: start.Pos})
+	stream, err := s.connect(ctx, start)
 	if err != nil {
-		s.syncer.Close()
 		return nil, fmt.Errorf("start reading the binlog at %s: %w", start, err)
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -126,32 +158,113 @@ func Start(ctx context.Context, cfg Config, start Position) (*Streamer, error) {
 	return s, nil
 }
 
+// run reads until ctx ends or an error other than a lost connection.
 func (s *Streamer) run(ctx context.Context, stream *replication.BinlogStreamer) {
 	defer close(s.done)
-	file := s.Position().File
+	defer func() {
+		if s.link != nil {
+			s.link.syncer.Close()
+		}
+	}()
 	for {
-		ev, err := stream.GetEvent(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.fail(fmt.Errorf("read binlog: %w", err))
-			}
+		err := s.read(ctx, stream)
+		if ctx.Err() != nil {
 			return
 		}
-		if r, ok := ev.Event.(*replication.RotateEvent); ok {
-			file = string(r.NextLogName)
-			s.advance(Position{File: file, Pos: uint32(r.Position)}, ev.Header.Timestamp)
-			continue
-		}
-		if err := s.handle(ev); err != nil {
+		var lost *lostError
+		if !errors.As(err, &lost) {
 			s.fail(err)
 			return
 		}
-		// The position moves past an event only once it is handled whole:
-		// for a compressed transaction, once every event inside it is.
-		if ev.Header.LogPos > 0 {
-			s.advance(Position{File: file, Pos: ev.Header.LogPos}, ev.Header.Timestamp)
+		s.link.drop()
+		s.link = nil
+		s.connID.Store(0)
+		if stream, err = s.reconnect(ctx, lost.err); err != nil {
+			if ctx.Err() == nil {
+				s.fail(err)
+			}
+			return
 		}
 	}
+}
+
+// read handles the stream's events until the stream fails (a *lostError
+// when the connection broke) or an event stops the streamer.
+func (s *Streamer) read(ctx context.Context, stream *replication.BinlogStreamer) error {
+	file := s.Position().File
+	s.inTx, s.inBegin = false, false // a connection starts at a transaction's edge
+	for {
+		ev, err := stream.GetEvent(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if dbconn.ConnectionLost(err) {
+				return &lostError{err}
+			}
+			return fmt.Errorf("read binlog: %w", err)
+		}
+		ts := ev.Header.Timestamp
+		switch e := ev.Event.(type) {
+		case *replication.RotateEvent:
+			// Also the first event of each connection, naming its start.
+			file = string(e.NextLogName)
+			s.inTx, s.inBegin = false, false
+			s.advance(Position{File: file, Pos: uint32(e.Position)}, ts)
+			continue
+		case *replication.FormatDescriptionEvent:
+		default:
+			s.lostAt, s.attempts = time.Time{}, 0 // events flow
+		}
+		if err := s.handle(ev); err != nil {
+			return err
+		}
+		// The position moves past an event only once it is handled whole
+		// (for a compressed transaction, once every event inside it is),
+		// and only to the end of a transaction.
+		if s.endsTx(ev) && ev.Header.LogPos > 0 {
+			s.advance(Position{File: file, Pos: ev.Header.LogPos}, ts)
+		} else {
+			s.advance(Position{}, ts)
+		}
+	}
+}
+
+// endsTx reports whether no transaction is open after ev, so that reading
+// again from its end loses nothing and needs no earlier event (a row event
+// needs the table map event before it, in the same transaction). A
+// transaction starts with its GTID event (or BEGIN) and ends with its XID
+// event, XA PREPARE, COMMIT or ROLLBACK, or with its only statement (a DDL).
+// A compressed transaction is one event.
+func (s *Streamer) endsTx(ev *replication.BinlogEvent) bool {
+	switch e := ev.Event.(type) {
+	case *replication.XIDEvent, *replication.TransactionPayloadEvent:
+		s.inTx, s.inBegin = false, false
+		return true
+	case *replication.QueryEvent:
+		q := strings.TrimSpace(string(e.Query[:min(len(e.Query), 64)]))
+		switch {
+		case strings.EqualFold(q, "BEGIN") || len(q) >= 8 && strings.EqualFold(q[:8], "XA START"):
+			s.inTx, s.inBegin = true, true
+			return false
+		case strings.EqualFold(q, "COMMIT") || strings.EqualFold(q, "ROLLBACK"):
+		case s.inBegin:
+			return false // a statement inside BEGIN ... COMMIT
+		}
+		s.inTx, s.inBegin = false, false
+		return true
+	case *replication.FormatDescriptionEvent, *replication.PreviousGTIDsEvent, *replication.HeartbeatEvent:
+		return !s.inTx
+	}
+	switch ev.Header.EventType {
+	case replication.XA_PREPARE_LOG_EVENT:
+		s.inTx, s.inBegin = false, false
+		return true
+	case replication.STOP_EVENT:
+		return !s.inTx
+	}
+	s.inTx = true
+	return false
 }
 
 // handle hands the keys of a row event on the table to the sink, and fails
@@ -241,17 +354,20 @@ func (s *Streamer) keySkipped(e *replication.RowsEvent, i int) bool {
 	return false
 }
 
+// advance moves the position forward to p (a zero p: nowhere) and records
+// the event's timestamp.
 func (s *Streamer) advance(p Position, ts uint32) {
 	s.mu.Lock()
-	if p.Compare(s.pos) > 0 {
-		s.pos = p
-	}
+	defer s.mu.Unlock()
 	if ts > 0 {
 		s.lastTS = time.Unix(int64(ts), 0)
 	}
+	if p.File == "" || p.Compare(s.pos) <= 0 {
+		return
+	}
+	s.pos = p
 	close(s.changed)
 	s.changed = make(chan struct{})
-	s.mu.Unlock()
 }
 
 func (s *Streamer) fail(err error) {
@@ -264,7 +380,8 @@ func (s *Streamer) fail(err error) {
 	s.mu.Unlock()
 }
 
-// Position returns the end of the last event fully handled.
+// Position returns the end of the last transaction whose events have all
+// been handed to the sink: reading again from there loses nothing.
 func (s *Streamer) Position() Position {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -310,9 +427,9 @@ func (s *Streamer) WaitFor(ctx context.Context, p Position) error {
 	}
 }
 
-// Close stops streaming and waits for the reader goroutine to end.
+// Close stops streaming and waits for the reader goroutine to end, which
+// closes the connection.
 func (s *Streamer) Close() {
 	s.cancel()
-	s.syncer.Close()
 	<-s.done
 }

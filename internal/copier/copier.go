@@ -14,6 +14,9 @@
 // for; the workers copy them in any order. Ranges never overlap and the
 // last one is open-ended, so every row present when its range is copied lands
 // in the shadow exactly once; rows written later reach it through the binlog.
+//
+// A range whose connection breaks is copied again, in a way that does not
+// depend on whether the lost statement committed (lost.go).
 package copier
 
 import (
@@ -21,6 +24,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -53,7 +58,19 @@ type Config struct {
 	// copied in one lane per worker, see ranges.Cutter.Lanes), SpanCopied
 	// once it is committed.
 	Spans Spans
+	// Within, if set, are the only key intervals to copy (see
+	// ranges.Cutter.Within).
+	Within []ranges.Span
+	// ReconnectFor is how long a range is retried after its connection was
+	// lost (0: DefaultReconnectFor; negative: not at all).
+	ReconnectFor time.Duration
+	// Logger, if set, gets a line for each range copied again after a lost
+	// connection.
+	Logger *slog.Logger
 }
+
+// DefaultReconnectFor is Config.ReconnectFor's default.
+const DefaultReconnectFor = 5 * time.Minute
 
 // Spans follows the copy's ranges.
 type Spans interface {
@@ -74,6 +91,9 @@ type Copier struct {
 	rows   atomic.Int64
 	chunks atomic.Int64
 	cutter *ranges.Cutter
+	// exact: the key columns have the same types in the shadow, so a range's
+	// predicate selects the same rows in both tables (see recopy).
+	exact bool
 }
 
 // New validates cfg.
@@ -84,7 +104,13 @@ func New(cfg Config) (*Copier, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 2
 	}
-	return &Copier{cfg: cfg, sizer: chunk.NewSizer(cfg.Chunk)}, nil
+	if cfg.ReconnectFor == 0 {
+		cfg.ReconnectFor = DefaultReconnectFor
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Copier{cfg: cfg, sizer: chunk.NewSizer(cfg.Chunk), exact: sameKeyTypes(cfg.Mapping, cfg.Key)}, nil
 }
 
 // Rows returns how many rows have been copied so far.
@@ -116,7 +142,7 @@ func (c *Copier) Run(ctx context.Context) error {
 	c.cutter = &ranges.Cutter{
 		DB: c.cfg.DB, Table: c.cfg.Mapping.Source.Quoted(), Key: c.cfg.Key,
 		Size: c.sizer.Size, EstimatedRows: c.cfg.Mapping.Source.EstimatedRows,
-		Lanes: c.cfg.Workers,
+		Lanes: c.cfg.Workers, Within: c.cfg.Within,
 	}
 	g.Go(func() error {
 		defer close(cut)
@@ -159,7 +185,8 @@ func (c *Copier) Run(ctx context.Context) error {
 }
 
 // copySpan copies one range, retrying it after a deadlock or a lock wait
-// timeout on the shadow table.
+// timeout on the shadow table, and copying it again after a lost connection
+// (see recopy) until Config.ReconnectFor has passed since the first loss.
 func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 	if c.cfg.Throttle != nil {
 		if err := c.cfg.Throttle(ctx); err != nil {
@@ -167,34 +194,71 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 		}
 	}
 	where, args := sp.Where(c.cfg.Key)
-	stmt := c.cfg.Mapping.CopySQL() + where
 	fail := func(err error) error { return fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err) }
-	for attempt := 1; ; attempt++ {
+	var (
+		locks  int       // retries after a deadlock or a lock wait timeout
+		lost   int       // retries after a lost connection
+		lostAt time.Time // the first loss; zero: none
+		gone   []int64   // the sessions of the attempts that lost their connection
+	)
+	for {
 		start := time.Now()
-		res, err := c.cfg.DB.ExecContext(ctx, stmt, args...)
+		var n, id int64
+		var err error
+		if lostAt.IsZero() {
+			n, id, err = c.insert(ctx, where, args)
+		} else {
+			n, id, err = c.recopy(ctx, gone, lostAt.Add(c.cfg.ReconnectFor), where, args)
+		}
 		if err == nil {
-			n, err := res.RowsAffected()
-			if err != nil {
-				return fail(err)
-			}
 			c.rows.Add(n)
 			c.chunks.Add(1)
-			if sp.Hi != nil {
+			if sp.Hi != nil && lostAt.IsZero() {
 				c.sizer.Observe(int(n), time.Since(start))
 			}
 			c.cutter.Observe(sp.Width, n)
 			return nil
 		}
+		if ctx.Err() != nil {
+			return fail(err)
+		}
+		var wait time.Duration
 		switch {
+		case dbconn.ConnectionLost(err) || !lostAt.IsZero() && c.exact && primaryDup(err):
+			// A duplicate on the primary key while copying again: the lost
+			// statement was still running and committed after this attempt
+			// cleared the range.
+			if c.cfg.ReconnectFor < 0 {
+				return fail(fmt.Errorf("connection lost (retries are off): %w", err))
+			}
+			if lostAt.IsZero() {
+				lostAt = time.Now()
+			}
+			if id > 0 && !slices.Contains(gone, id) {
+				gone = append(gone, id)
+			}
+			left := c.cfg.ReconnectFor - time.Since(lostAt)
+			if left <= 0 {
+				return fail(fmt.Errorf("connection lost, and the range could not be copied again within %s: %w", c.cfg.ReconnectFor, err))
+			}
+			lost++
+			wait = min(dbconn.Backoff(lost), left)
+			c.cfg.Logger.Warn("copy: connection lost; copying the range again", "range", fmt.Sprintf("(%v, %v]", sp.Lo, sp.Hi),
+				"error", err.Error(), "attempt", lost)
+		case dbconn.ErrorNumber(err) == dbconn.ErrDupEntry && !lostAt.IsZero() && !c.exact:
+			return fail(fmt.Errorf("a lost connection may have committed the range's copy, and the key's type changes in the new table, so sluice cannot clear the range to copy it again: %w", err))
 		case dbconn.ErrorNumber(err) == dbconn.ErrDupEntry:
 			return fmt.Errorf("%w: %v", ErrDuplicate, err)
-		case !dbconn.Retryable(err) || attempt == 20:
+		case !dbconn.Retryable(err) || locks == 19:
 			return fail(err)
+		default:
+			locks++
+			wait = time.Duration(locks) * 20 * time.Millisecond
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 }

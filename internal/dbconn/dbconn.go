@@ -11,11 +11,17 @@ import (
 	"context"
 	"crypto/tls"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
 	"strings"
+	"syscall"
 	"time"
 
+	gomysql "github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -236,4 +242,45 @@ func Explain(err error) error {
 		return fmt.Errorf("unknown database: check --database: %w", err)
 	}
 	return err
+}
+
+// Error numbers that mean the session is gone: the server shut down (1053),
+// the connection was killed (1927; 3169 "session was killed") or timed out
+// for inactivity (4031), and the client library's "server has gone away"
+// (2006) and "lost connection during query" (2013).
+var lostNumbers = map[uint16]bool{1053: true, 1927: true, 2006: true, 2013: true, 3169: true, 4031: true}
+
+// ConnectionLost reports whether err means that the connection to the server
+// broke: a network error, an unexpected EOF, the SQL driver's "invalid" or
+// "bad" connection, the binlog client's "connection was bad", or a server
+// error that ends the session. A statement that failed this way may or may
+// not have committed. A cancelled or expired context is not a lost
+// connection.
+func ConnectionLost(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	for _, target := range []error{driver.ErrBadConn, mysql.ErrInvalidConn, gomysql.ErrBadConn,
+		io.EOF, io.ErrUnexpectedEOF, net.ErrClosed, syscall.ECONNRESET, syscall.ECONNREFUSED,
+		syscall.ECONNABORTED, syscall.EPIPE, syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	if lostNumbers[ErrorNumber(err)] {
+		return true
+	}
+	var me *gomysql.MyError
+	return errors.As(err, &me) && lostNumbers[me.Code]
+}
+
+// Backoff returns the pause before retry number attempt (from 1) after a
+// lost connection: from about 100ms, doubling up to about 5s, with jitter.
+func Backoff(attempt int) time.Duration {
+	d := min(100*time.Millisecond<<min(max(attempt, 1)-1, 6), 5*time.Second)
+	return d/2 + rand.N(d/2+1)
 }

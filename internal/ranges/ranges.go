@@ -70,6 +70,10 @@ type Cutter struct {
 	// do not contend for the same index pages. Ranges are in key order
 	// within a lane; other keys are always one lane.
 	Lanes int
+	// Within, if set, are the only key intervals to cover, in key order
+	// (a resumed copy: what was not copied yet). Each is its own lane,
+	// cut in turn; Lanes is then ignored.
+	Within []Span
 
 	keys, rows atomic.Uint64
 	lanes      atomic.Int32
@@ -90,10 +94,27 @@ func (c *Cutter) LanesUsed() int { return int(c.lanes.Load()) }
 // Run sends spans to out until the key is covered or ctx ends. It does not
 // close out.
 func (c *Cutter) Run(ctx context.Context, out chan<- Span) error {
-	if unsigned, ok := c.Key.Integer(); ok {
-		return c.integers(ctx, out, unsigned)
+	unsigned, integer := c.Key.Integer()
+	if c.Within == nil {
+		if integer {
+			return c.integers(ctx, out, unsigned, Span{})
+		}
+		return c.keyset(ctx, out, Span{})
 	}
-	return c.keyset(ctx, out)
+	c.lanes.Store(int32(len(c.Within)))
+	for i, iv := range c.Within {
+		iv.Lane = i
+		var err error
+		if integer {
+			err = c.integers(ctx, out, unsigned, iv)
+		} else {
+			err = c.keyset(ctx, out, iv)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func send(ctx context.Context, out chan<- Span, s Span) error {
@@ -105,16 +126,14 @@ func send(ctx context.Context, out chan<- Span, s Span) error {
 	}
 }
 
-func (c *Cutter) keyset(ctx context.Context, out chan<- Span) error {
+// keyset walks the key within iv (the whole key when iv has no bounds).
+func (c *Cutter) keyset(ctx context.Context, out chan<- Span, iv Span) error {
 	base := "SELECT " + c.Key.SelectExprs() + " FROM " + c.Table + " FORCE INDEX (PRIMARY) "
 	order := " ORDER BY " + c.Key.OrderBy() + " LIMIT 1 OFFSET ?"
-	var last rowkey.Key
+	last := iv.Lo
 	for {
-		q, args := base, []any{}
-		if last != nil {
-			p, a := c.Key.Predicate(">", last)
-			q, args = q+"WHERE "+p, a
-		}
+		where, args := Span{Lo: last, Hi: iv.Hi}.Where(c.Key)
+		q := base + "WHERE " + where
 		args = append(args, max(1, c.Size())-1)
 		raw := make([][]byte, len(c.Key))
 		ptrs := make([]any, len(raw))
@@ -122,9 +141,10 @@ func (c *Cutter) keyset(ctx context.Context, out chan<- Span) error {
 			ptrs[i] = &raw[i]
 		}
 		err := c.DB.QueryRowContext(ctx, q+order, args...).Scan(ptrs...)
-		sp := Span{Lo: last}
+		sp := Span{Lo: last, Hi: iv.Hi, Lane: iv.Lane}
+		end := errors.Is(err, sql.ErrNoRows) // no boundary left: the interval's last span
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
+		case end:
 		case err != nil:
 			return fmt.Errorf("find a range boundary after %v: %w", last, err)
 		default:
@@ -135,23 +155,25 @@ func (c *Cutter) keyset(ctx context.Context, out chan<- Span) error {
 		if err := send(ctx, out, sp); err != nil {
 			return err
 		}
-		if sp.Hi == nil {
+		if end {
 			return nil
 		}
 		last = sp.Hi
 	}
 }
 
-// integers cuts a single integer key by arithmetic. Values are handled as
-// uint64 offsets from the minimum (two's complement for signed keys).
-func (c *Cutter) integers(ctx context.Context, out chan<- Span, unsigned bool) error {
+// integers cuts a single integer key by arithmetic, within iv (the whole
+// key when iv has no bounds). Values are handled as uint64 offsets from the
+// minimum (two's complement for signed keys).
+func (c *Cutter) integers(ctx context.Context, out chan<- Span, unsigned bool, iv Span) error {
 	col := dbconn.QuoteIdent(c.Key[0].Name)
 	var lo, hi sql.NullString
-	if err := c.DB.QueryRowContext(ctx, "SELECT MIN("+col+"), MAX("+col+") FROM "+c.Table).Scan(&lo, &hi); err != nil {
+	where, args := iv.Where(c.Key)
+	if err := c.DB.QueryRowContext(ctx, "SELECT MIN("+col+"), MAX("+col+") FROM "+c.Table+" WHERE "+where, args...).Scan(&lo, &hi); err != nil {
 		return fmt.Errorf("read key bounds: %w", err)
 	}
 	if !lo.Valid {
-		return send(ctx, out, Span{}) // empty: one open range
+		return send(ctx, out, iv) // empty: one range
 	}
 	min, max, err := parseBounds(lo.String, hi.String, unsigned)
 	if err != nil {
@@ -169,23 +191,31 @@ func (c *Cutter) integers(ctx context.Context, out chan<- Span, unsigned bool) e
 		return rowkey.Key{int64(min + off)}
 	}
 	lanes := 1
-	if size := float64(c.Size()); c.Lanes > 1 && float64(total)*density >= float64(c.Lanes)*minLaneRanges*math.Max(size, 1) {
+	if size := float64(c.Size()); c.Within == nil && c.Lanes > 1 && float64(total)*density >= float64(c.Lanes)*minLaneRanges*math.Max(size, 1) {
 		lanes = c.Lanes
 	}
 	p := NewLanePlanner(total, density, lanes)
-	c.lanes.Store(int32(len(p.lanes)))
+	if c.Within == nil {
+		c.lanes.Store(int32(len(p.lanes)))
+	}
 	for {
 		d, ok := c.density()
 		s, lane, more := p.Next(c.Size(), d, ok)
 		if !more {
 			return nil
 		}
-		sp := Span{Width: s.Width, Lane: lane}
-		if s.HasLo {
+		sp := Span{Width: s.Width, Lane: lane + iv.Lane}
+		switch {
+		case s.HasLo:
 			sp.Lo = value(s.Lo)
+		default:
+			sp.Lo = iv.Lo // the interval's own bound (nil: open)
 		}
-		if s.HasHi {
+		switch {
+		case s.HasHi:
 			sp.Hi = value(s.Hi)
+		default:
+			sp.Hi = iv.Hi
 		}
 		if err := send(ctx, out, sp); err != nil {
 			return err
