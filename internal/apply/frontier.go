@@ -8,7 +8,7 @@ import (
 	"github.com/sluicedb/sluice/internal/rowkey"
 )
 
-// frontier follows the copy over a single integer key, so that changes can be
+// frontier follows the copy over the primary key, so that changes can be
 // applied while the copy runs instead of all after it. The copy may split the
 // key into lanes, consecutive key intervals it copies side by side (lane 0
 // from the bottom, the last lane open above), and cuts each lane into ranges
@@ -32,8 +32,9 @@ import (
 // lane holding it is known waits in a lower lane, whose ranges never reach
 // it, until the copy ends: late, never early.
 //
-// Keys are compared as uint64 ordinals: unsigned values as they are, signed
-// ones with the sign bit flipped, which keeps their order.
+// Keys and bounds are compared as rowkey.SortKeys, in the order of the key's
+// index (see Order). A key or a bound without one makes keys wait for the end
+// of the copy.
 type frontier struct {
 	lanes []*lane // by lane number
 	// starts holds the known lanes above lane 0 by their exclusive lower
@@ -41,14 +42,15 @@ type frontier struct {
 	starts []laneStart
 	ranges map[int]rangeRef // range number -> its lane and place in it
 	all    bool             // the copy is done
-	blind  bool             // a range bound was not an integer: keys wait for the end
-	// unknown holds keys that are not a single integer, which a tracked copy
-	// never sees; they wait for the end of the copy.
-	unknown []rowkey.Key
+	blind  bool             // a range bound had no sort key: keys wait for the end
+	within []*interval      // a resumed copy's intervals, one lane each (nil: the whole key)
+	// unknown holds keys without a sort key; they wait for the end of the
+	// copy.
+	unknown map[string]rowkey.Key
 }
 
 type laneStart struct {
-	after uint64
+	after rowkey.SortKey
 	lane  *lane
 }
 
@@ -59,19 +61,28 @@ type rangeRef struct {
 
 // lane is one key interval, cut into ranges in key order.
 type lane struct {
-	bounds []uint64 // upper bound of the lane's range i; open for the last lane's last
-	open   []bool
+	bounds []rowkey.SortKey // upper bound of the lane's range i; nil for the last lane's last
 	done   map[int]bool
 	next   int // the lowest range of the lane not yet copied
 
-	low            uint64 // every key of the lane <= low is copied (if lowAny)
+	low            rowkey.SortKey // every key of the lane <= low is copied (if lowAny)
 	lowAny, lowAll bool
 
 	waiting keyHeap
+
+	// The same bounds as keys, for checkpoints (progress.go): keys[i] is
+	// range i's upper bound (nil: open), start the lane's exclusive lower
+	// bound (nil for lane 0), known once a range is cut.
+	keys  []rowkey.Key
+	start rowkey.Key
+	known bool
+	// within, if set, is the interval a resumed copy covers in this lane
+	// (Scheduler.Within): keys outside it were copied by an earlier run.
+	within *interval
 }
 
 func newFrontier() *frontier {
-	f := &frontier{ranges: map[int]rangeRef{}}
+	f := &frontier{ranges: map[int]rangeRef{}, unknown: map[string]rowkey.Key{}}
 	f.lane(0)
 	return f
 }
@@ -85,78 +96,77 @@ func (f *frontier) lane(n int) *lane {
 }
 
 // startIndex returns the index in starts of the first lane whose exclusive
-// lower bound is at or above ordinal o.
-func (f *frontier) startIndex(o uint64) int {
-	return sort.Search(len(f.starts), func(i int) bool { return f.starts[i].after >= o })
+// lower bound is at or above sk.
+func (f *frontier) startIndex(sk rowkey.SortKey) int {
+	return sort.Search(len(f.starts), func(i int) bool { return f.starts[i].after.Compare(sk) >= 0 })
 }
 
-// ordinal maps a single integer key to an order-preserving uint64.
-func ordinal(k rowkey.Key) (uint64, bool) {
-	if len(k) != 1 {
-		return 0, false
-	}
-	switch v := k[0].(type) {
-	case int64:
-		return uint64(v) ^ (1 << 63), true
-	case uint64:
-		return v, true
-	}
-	return 0, false
-}
-
-// laneOf returns the known lane whose interval holds ordinal o.
-func (f *frontier) laneOf(o uint64) *lane {
-	i := f.startIndex(o)
+// laneOf returns the known lane whose interval holds sk.
+func (f *frontier) laneOf(sk rowkey.SortKey) *lane {
+	i := f.startIndex(sk)
 	if i == 0 {
 		return f.lanes[0]
 	}
 	return f.starts[i-1].lane
 }
 
-// copiedUpTo reports whether the lane's ranges up to ordinal o are copied.
-func (l *lane) copiedUpTo(o uint64) bool {
-	return l.lowAll || (l.lowAny && o <= l.low)
+// copiedUpTo reports whether the lane's ranges up to sk are copied.
+func (l *lane) copiedUpTo(sk rowkey.SortKey) bool {
+	return l.lowAll || (l.lowAny && sk.Compare(l.low) <= 0)
 }
 
-// add places a changed key: it reports true if the key is ready now, else
-// keeps it until the copy passes it (a key that is not a single integer:
-// until the copy ends).
-func (f *frontier) add(k rowkey.Key) bool {
-	o, ok := ordinal(k)
-	if !ok || f.blind {
-		f.unknown = append(f.unknown, k)
+// add places changed key k of sort key sk (nil: none): it reports true if
+// the key is ready now, else keeps it until the copy passes it (a key
+// without a sort key: until the copy ends).
+func (f *frontier) add(k rowkey.Key, sk rowkey.SortKey) bool {
+	if sk == nil || f.blind {
+		if f.all {
+			return true
+		}
+		f.unknown[k.Encode()] = k
 		return false
 	}
-	l := f.laneOf(o)
-	if l.copiedUpTo(o) {
+	if !f.inWithin(sk) {
+		return true // copied by an earlier run (Scheduler.Within)
+	}
+	l := f.laneOf(sk)
+	if l.copiedUpTo(sk) {
 		return true
 	}
-	l.waiting.push(o, k)
+	l.waiting.push(sk, k)
 	return false
 }
 
 // cutRange records range number seq (numbered across lanes), the next range
-// of lane n, with upper bound hi (open: the last lane's last range). The
+// of lane n, with upper bound hi (nil: open, the last lane's last range). The
 // first range of a lane above lane 0 gives the lane's exclusive lower bound
 // after. A lane's ranges must be recorded in key order, each before its copy
 // starts.
-func (f *frontier) cutRange(seq, n int, after, hi uint64, open bool) {
+func (f *frontier) cutRange(seq, n int, after, hi rowkey.SortKey, loKey, hiKey rowkey.Key) {
 	l := f.lane(n)
 	if len(l.bounds) == 0 && n > 0 {
 		f.starts = slices.Insert(f.starts, f.startIndex(after), laneStart{after: after, lane: l})
 	}
 	f.ranges[seq] = rangeRef{lane: l, i: len(l.bounds)}
 	l.bounds = append(l.bounds, hi)
-	l.open = append(l.open, open)
+	l.cutKeys(loKey, hiKey)
 }
 
-// cutBlind records range seq of lane n whose bounds are not integers (which a
-// single integer key never gives): the lane's watermark stops before it, and
-// every key from now on waits for the end of the copy.
-func (f *frontier) cutBlind(n int) {
+// cutKeys records a range's bounds as keys.
+func (l *lane) cutKeys(lo, hi rowkey.Key) {
+	if !l.known {
+		l.start, l.known = lo, true
+	}
+	l.keys = append(l.keys, hi)
+}
+
+// cutBlind records the next range of lane n, whose bounds have no sort key:
+// the lane's watermark stops before it, and every key from now on waits for
+// the end of the copy.
+func (f *frontier) cutBlind(n int, loKey, hiKey rowkey.Key) {
 	l := f.lane(n)
-	l.bounds = append(l.bounds, 0)
-	l.open = append(l.open, false)
+	l.bounds = append(l.bounds, nil)
+	l.cutKeys(loKey, hiKey)
 	f.blind = true
 }
 
@@ -173,20 +183,21 @@ func (f *frontier) copied(seq int) bool {
 	moved := false
 	for l.done[l.next] {
 		delete(l.done, l.next)
-		if l.open[l.next] {
+		if hi := l.bounds[l.next]; hi == nil {
 			l.lowAll = true
 		} else {
-			l.low, l.lowAny = l.bounds[l.next], true
+			l.low, l.lowAny = hi, true
 		}
+		l.bounds[l.next] = nil // passed: no longer needed
 		l.next++
 		moved = true
 	}
 	return moved
 }
 
-// waiting returns how many integer keys wait for their lane's watermark.
+// waiting returns how many keys wait for the copy.
 func (f *frontier) waiting() int {
-	n := 0
+	n := len(f.unknown)
 	for _, l := range f.lanes {
 		n += l.waiting.len()
 	}
@@ -204,50 +215,56 @@ func (f *frontier) finish() {
 // release passes every waiting key a watermark has reached to ready.
 func (f *frontier) release(ready func(rowkey.Key)) {
 	if f.all {
-		for _, k := range f.unknown {
+		for e, k := range f.unknown {
 			ready(k)
+			delete(f.unknown, e)
 		}
-		f.unknown = nil
 	}
 	for _, l := range f.lanes {
-		l.waiting.popWhile(l.copiedUpTo, func(_ uint64, k rowkey.Key) { ready(k) })
+		l.waiting.popWhile(l.copiedUpTo, ready)
 	}
 }
 
-// keyHeap is a set of keys ordered by ordinal.
+// keyHeap is a set of keys ordered by sort key, each held once.
 type keyHeap struct {
-	h ordHeap
-	m map[uint64]rowkey.Key
+	h sortHeap
+	m map[string]rowkey.Key // by rowkey.Key.Encode
 }
 
-func newKeyHeap() keyHeap { return keyHeap{m: map[uint64]rowkey.Key{}} }
+func newKeyHeap() keyHeap { return keyHeap{m: map[string]rowkey.Key{}} }
 
-func (kh *keyHeap) push(o uint64, k rowkey.Key) {
-	if _, ok := kh.m[o]; ok {
+func (kh *keyHeap) push(sk rowkey.SortKey, k rowkey.Key) {
+	e := k.Encode()
+	if _, ok := kh.m[e]; ok {
 		return
 	}
-	kh.m[o] = k
-	heap.Push(&kh.h, o)
+	kh.m[e] = k
+	heap.Push(&kh.h, sortItem{sk: sk, enc: e})
 }
 
 func (kh *keyHeap) len() int { return len(kh.m) }
 
-func (kh *keyHeap) popWhile(ok func(uint64) bool, fn func(uint64, rowkey.Key)) {
-	for len(kh.h) > 0 && ok(kh.h[0]) {
-		o := heap.Pop(&kh.h).(uint64)
-		k := kh.m[o]
-		delete(kh.m, o)
-		fn(o, k)
+func (kh *keyHeap) popWhile(ok func(rowkey.SortKey) bool, fn func(rowkey.Key)) {
+	for len(kh.h) > 0 && ok(kh.h[0].sk) {
+		it := heap.Pop(&kh.h).(sortItem)
+		k := kh.m[it.enc]
+		delete(kh.m, it.enc)
+		fn(k)
 	}
 }
 
-type ordHeap []uint64
+type sortItem struct {
+	sk  rowkey.SortKey
+	enc string
+}
 
-func (h ordHeap) Len() int           { return len(h) }
-func (h ordHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h ordHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *ordHeap) Push(x any)        { *h = append(*h, x.(uint64)) }
-func (h *ordHeap) Pop() any {
+type sortHeap []sortItem
+
+func (h sortHeap) Len() int           { return len(h) }
+func (h sortHeap) Less(i, j int) bool { return h[i].sk.Compare(h[j].sk) < 0 }
+func (h sortHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *sortHeap) Push(x any)        { *h = append(*h, x.(sortItem)) }
+func (h *sortHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]

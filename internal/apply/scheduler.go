@@ -13,8 +13,12 @@
 package apply
 
 import (
+	"context"
+	"slices"
 	"sync"
+	"time"
 
+	"github.com/sluicedb/sluice/internal/binlog"
 	"github.com/sluicedb/sluice/internal/rowkey"
 )
 
@@ -36,16 +40,24 @@ type Scheduler struct {
 	added   int64
 	// copy, while set, follows the copy (TrackCopy): keys are applied as
 	// soon as their rows are copied instead of after the whole copy.
-	copy *frontier
+	copy *tracking
+	// weighLinger is how long the key converter waits after a small batch.
+	weighLinger time.Duration
+	copyDone    bool // CopyDone was called
+	// clock, since and againSince follow the binlog position of each held
+	// key's mark, for checkpoints (progress.go).
+	clock             func() binlog.Position
+	since, againSince map[string]binlog.Position
 }
 
 // NewScheduler returns an empty scheduler.
 func NewScheduler() *Scheduler {
 	return &Scheduler{
-		ready:    map[string]rowkey.Key{},
-		inflight: map[string]bool{},
-		again:    map[string]rowkey.Key{},
-		changed:  make(chan struct{}),
+		ready:       map[string]rowkey.Key{},
+		inflight:    map[string]bool{},
+		again:       map[string]rowkey.Key{},
+		changed:     make(chan struct{}),
+		weighLinger: linger,
 	}
 }
 
@@ -65,13 +77,15 @@ func (s *Scheduler) Changed() <-chan struct{} {
 
 // Add marks keys as changed.
 func (s *Scheduler) Add(keys ...rowkey.Key) {
+	var now binlog.Position
 	s.mu.Lock()
+	if s.clock != nil {
+		now = s.clock()
+	}
 	for _, k := range keys {
 		s.added++
-		if s.copy != nil && !s.copy.add(k) {
-			continue
-		}
-		s.readyLocked(k)
+		s.sinceAddLocked(k.Encode(), now)
+		s.markLocked(k)
 	}
 	if s.held == 0 && s.paused == 0 && len(s.ready) > 0 {
 		s.broadcastLocked()
@@ -90,19 +104,136 @@ func (s *Scheduler) readyLocked(k rowkey.Key) {
 	s.ready[e] = k
 }
 
-// TrackCopy makes the scheduler follow a copy over a single integer key
-// (SpanCut, SpanCopied, CopyDone): a changed key is applied as soon as every
-// range up to it is copied, and waits while its range is still to be copied
-// (or cut). Without TrackCopy, hold the scheduler during the copy.
-func (s *Scheduler) TrackCopy() {
+// TrackCopy makes the scheduler follow the copy (SpanCut, SpanCopied,
+// CopyDone): a changed key is applied as soon as every range up to it is
+// copied, and waits while its range is still to be copied (or cut). ord
+// places keys and range bounds in the key's order; a key ord needs the
+// server for waits in a pending list, converted in batches by a goroutine of
+// the scheduler's own until CopyDone or ctx ends, so that Add never waits
+// for the server. Without TrackCopy, hold the scheduler during the copy.
+func (s *Scheduler) TrackCopy(ctx context.Context, ord *Order) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.copy = newFrontier()
+	t := &tracking{f: newFrontier(), ord: ord, ctx: ctx, done: make(chan struct{}), linger: s.weighLinger}
+	if !ord.Immediate() {
+		t.pending, t.converting = map[string]rowkey.Key{}, map[string]rowkey.Key{}
+		t.wake = make(chan struct{}, 1)
+		go s.resolve(t)
+	}
+	s.copy = t
 	// Keys marked before: nothing is copied yet, so they wait like any key
 	// beyond the copy.
 	for e, k := range s.ready {
-		s.copy.add(k)
 		delete(s.ready, e)
+		s.placeLocked(k)
+	}
+}
+
+// tracking is the state of TrackCopy.
+type tracking struct {
+	f   *frontier
+	ord *Order
+	ctx context.Context
+	// pending holds keys waiting for their sort keys, converting those being
+	// converted (by Encode). A key marked again while it is converted is
+	// placed once converted, which is after the new mark.
+	pending, converting map[string]rowkey.Key
+	wake                chan struct{} // signalled when pending is not empty
+	done                chan struct{} // closed by CopyDone
+	linger              time.Duration
+}
+
+// placeLocked gives k to the copy's frontier, or to the pending list when
+// its sort key needs the server; it reports whether k is ready now. s.mu
+// must be held and s.copy set.
+func (s *Scheduler) placeLocked(k rowkey.Key) bool {
+	t := s.copy
+	if t.pending == nil {
+		sk, _ := t.ord.sortKey(k)
+		return t.f.add(k, sk)
+	}
+	e := k.Encode()
+	if _, ok := t.converting[e]; ok {
+		return false
+	}
+	t.pending[e] = k
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+	return false
+}
+
+// markLocked makes k ready, or places it while the copy is tracked. s.mu
+// must be held.
+func (s *Scheduler) markLocked(k rowkey.Key) {
+	if s.copy != nil && !s.placeLocked(k) {
+		return
+	}
+	s.readyLocked(k)
+}
+
+// resolve converts pending keys to sort keys, WeightBatch at a time, and
+// places them in the frontier, until the copy is done or t.ctx ends. A key
+// whose conversion fails waits for the end of the copy.
+func (s *Scheduler) resolve(t *tracking) {
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-t.done:
+			return
+		case <-t.wake:
+		}
+		for {
+			s.mu.Lock()
+			if s.copy != t {
+				s.mu.Unlock()
+				return
+			}
+			batch := make([]rowkey.Key, 0, min(len(t.pending), WeightBatch))
+			for e, k := range t.pending {
+				if len(batch) == WeightBatch {
+					break
+				}
+				batch = append(batch, k)
+				delete(t.pending, e)
+				t.converting[e] = k
+			}
+			s.mu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			sks, err := t.ord.sortKeys(t.ctx, batch)
+			s.mu.Lock()
+			if s.copy != t {
+				// CopyDone came first and made the batch ready.
+				s.mu.Unlock()
+				return
+			}
+			n := len(s.ready)
+			for i, k := range batch {
+				delete(t.converting, k.Encode())
+				switch {
+				case err != nil:
+					t.f.add(k, nil)
+				case t.f.add(k, sks[i]):
+					s.readyLocked(k)
+				}
+			}
+			if len(s.ready) > n && s.held == 0 && s.paused == 0 {
+				s.broadcastLocked()
+			}
+			s.mu.Unlock()
+			if len(batch) < WeightBatch/4 && t.linger > 0 {
+				// Keys trickle in: let them gather into fewer queries.
+				select {
+				case <-t.ctx.Done():
+					return
+				case <-time.After(t.linger):
+				}
+			}
+		}
 	}
 }
 
@@ -110,39 +241,47 @@ func (s *Scheduler) TrackCopy() {
 // next range of lane lane in key order, is about to be copied: (lo, hi], a
 // nil bound open. A lane's first range gives its lower bound (lane 0 is open
 // below); the last lane's last range is open above. It must be called before
-// the range's copy starts.
+// the range's copy starts, and for one range at a time. Bounds that need the
+// server are converted here, in one query; a range whose bounds cannot be
+// converted makes every key wait for the end of the copy.
 func (s *Scheduler) SpanCut(seq, lane int, lo, hi rowkey.Key) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.copy == nil {
+	t := s.copy
+	s.mu.Unlock()
+	if t == nil {
 		return
 	}
-	var after uint64
-	if lo != nil {
-		o, ok := ordinal(lo)
-		if !ok {
-			s.copy.cutBlind(lane)
-			return
+	var bounds []rowkey.Key
+	for _, b := range []rowkey.Key{lo, hi} {
+		if b != nil {
+			bounds = append(bounds, b)
 		}
-		after = o
 	}
-	if hi == nil {
-		s.copy.cutRange(seq, lane, after, 0, true)
+	sks, err := t.ord.sortKeys(t.ctx, bounds)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.copy != t {
 		return
 	}
-	o, ok := ordinal(hi)
-	if !ok {
-		s.copy.cutBlind(lane)
+	if err != nil || slices.ContainsFunc(sks, func(sk rowkey.SortKey) bool { return sk == nil }) {
+		t.f.cutBlind(lane, lo, hi)
 		return
 	}
-	s.copy.cutRange(seq, lane, after, o, false)
+	var after, top rowkey.SortKey
+	if lo != nil {
+		after, sks = sks[0], sks[1:]
+	}
+	if hi != nil {
+		top = sks[0]
+	}
+	t.f.cutRange(seq, lane, after, top, lo, hi)
 }
 
 // SpanCopied records that copy range seq is done (committed).
 func (s *Scheduler) SpanCopied(seq int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.copy == nil || !s.copy.copied(seq) {
+	if s.copy == nil || !s.copy.f.copied(seq) {
 		return
 	}
 	s.releaseLocked()
@@ -152,17 +291,29 @@ func (s *Scheduler) SpanCopied(seq int) {
 func (s *Scheduler) CopyDone() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.copy == nil {
+	s.copyDone = true
+	t := s.copy
+	if t == nil {
 		return
 	}
-	s.copy.finish()
+	t.f.finish()
 	s.releaseLocked()
+	for _, m := range []map[string]rowkey.Key{t.pending, t.converting} {
+		for e, k := range m {
+			delete(m, e)
+			s.readyLocked(k)
+		}
+	}
 	s.copy = nil
+	close(t.done)
+	if len(s.ready) > 0 && s.held == 0 && s.paused == 0 {
+		s.broadcastLocked()
+	}
 }
 
 func (s *Scheduler) releaseLocked() {
 	n := len(s.ready)
-	s.copy.release(s.readyLocked)
+	s.copy.f.release(s.readyLocked)
 	if len(s.ready) > n && s.held == 0 && s.paused == 0 {
 		s.broadcastLocked()
 	}
@@ -238,6 +389,7 @@ func (s *Scheduler) Done(keys []rowkey.Key) {
 	for _, k := range keys {
 		e := k.Encode()
 		delete(s.inflight, e)
+		s.sinceDoneLocked(e)
 		if again, ok := s.again[e]; ok {
 			delete(s.again, e)
 			s.ready[e] = again
@@ -256,6 +408,7 @@ func (s *Scheduler) Requeue(keys []rowkey.Key) {
 		e := k.Encode()
 		delete(s.inflight, e)
 		delete(s.again, e)
+		s.sinceRequeueLocked(e)
 		s.ready[e] = k
 	}
 	if s.held == 0 && s.paused == 0 {
@@ -285,8 +438,8 @@ func (s *Scheduler) Backlog() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := len(s.ready) + len(s.inflight)
-	if s.copy != nil {
-		n += s.copy.waiting() + len(s.copy.unknown)
+	if t := s.copy; t != nil {
+		n += t.f.waiting() + len(t.pending) + len(t.converting)
 	}
 	return n
 }

@@ -270,6 +270,12 @@ type Names struct {
 	// Postpone exists while a postponed cut-over waits: _T_cutover. Dropping
 	// it lets the cut-over go ahead.
 	Postpone string
+	// Heartbeat holds the replica-lag heartbeat while replicas are watched:
+	// _T_hb.
+	Heartbeat string
+	// Checkpoint holds the copy path's progress, from which a run resumes:
+	// _T_ckpt.
+	Checkpoint string
 }
 
 // maxIdent is MySQL's identifier length limit.
@@ -283,7 +289,8 @@ func NamesFor(table string) Names {
 	if r := []rune(base); len(r) > maxIdent-extra {
 		base = string(r[:maxIdent-extra])
 	}
-	return Names{Shadow: "_" + base + "_new", Old: "_" + base + "_old", Postpone: "_" + base + "_cutover"}
+	return Names{Shadow: "_" + base + "_new", Old: "_" + base + "_old", Postpone: "_" + base + "_cutover", Heartbeat: "_" + base + "_hb",
+		Checkpoint: "_" + base + "_ckpt"}
 }
 
 // StampedOld returns the name the original takes at cut-over when Names.Old

@@ -138,6 +138,9 @@ type Config struct {
 	Interval time.Duration
 	// OnChange, if set, is called when the copy pauses (reason) or resumes ("").
 	OnChange func(reason string)
+	// Lag, if set, says why the copy must pause for replica lag, or "".
+	// It is asked at every check.
+	Lag func() string
 }
 
 // ErrAbort wraps the reason a Throttler stopped the migration.
@@ -150,11 +153,46 @@ type Throttler struct {
 	decider Decider
 	names   []string
 
-	mu     sync.Mutex
-	reason string        // why the copy pauses now ("": it does not)
-	open   chan struct{} // closed while the copy may go on
+	mu  sync.Mutex
+	all pause // why the copy pauses now ("": it does not)
+	lag pause // the part of the pauses due to replica lag
+}
+
+// pause follows one cause of pauses.
+type pause struct {
+	reason string
+	clear  chan struct{} // closed while reason is ""
 	since  time.Time
 	total  time.Duration
+}
+
+func newPause() pause {
+	p := pause{clear: make(chan struct{})}
+	close(p.clear)
+	return p
+}
+
+// set records the cause's current reason and reports whether it changed
+// between paused and not.
+func (p *pause) set(reason string) bool {
+	changed := (reason == "") != (p.reason == "")
+	switch {
+	case reason != "" && p.reason == "":
+		p.clear = make(chan struct{})
+		p.since = time.Now()
+	case reason == "" && p.reason != "":
+		close(p.clear)
+		p.total += time.Since(p.since)
+	}
+	p.reason = reason
+	return changed
+}
+
+func (p *pause) sum() time.Duration {
+	if p.reason != "" {
+		return p.total + time.Since(p.since)
+	}
+	return p.total
 }
 
 // New returns a Throttler; Active reports whether it has anything to watch.
@@ -162,8 +200,7 @@ func New(cfg Config) *Throttler {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 250 * time.Millisecond
 	}
-	t := &Throttler{cfg: cfg, open: make(chan struct{})}
-	close(t.open)
+	t := &Throttler{cfg: cfg, all: newPause(), lag: newPause()}
 	t.decider = Decider{MaxLoad: cfg.MaxLoad, CriticalLoad: cfg.CriticalLoad, FlagFile: cfg.FlagFile, PanicFile: cfg.PanicFile}
 	seen := map[string]bool{}
 	for _, l := range append(append([]Limit{}, cfg.MaxLoad...), cfg.CriticalLoad...) {
@@ -177,7 +214,7 @@ func New(cfg Config) *Throttler {
 
 // Active reports whether any signal is configured.
 func (t *Throttler) Active() bool {
-	return len(t.names) > 0 || t.cfg.FlagFile != "" || t.cfg.PanicFile != ""
+	return len(t.names) > 0 || t.cfg.FlagFile != "" || t.cfg.PanicFile != "" || t.cfg.Lag != nil
 }
 
 // Preflight checks the configuration against the server before anything is
@@ -257,6 +294,16 @@ func (t *Throttler) Check(ctx context.Context) error {
 	if dec.Abort != "" {
 		return fmt.Errorf("%w: %s", ErrAbort, dec.Abort)
 	}
+	lag := ""
+	if t.cfg.Lag != nil {
+		lag = t.cfg.Lag()
+	}
+	t.mu.Lock()
+	t.lag.set(lag)
+	t.mu.Unlock()
+	if dec.Throttle == "" {
+		dec.Throttle = lag
+	}
 	t.set(dec.Throttle)
 	return nil
 }
@@ -270,7 +317,12 @@ func (t *Throttler) Run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(t.cfg.Interval)
 	defer tick.Stop()
-	defer t.set("")
+	defer func() {
+		t.mu.Lock()
+		t.lag.set("")
+		t.mu.Unlock()
+		t.set("")
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -286,16 +338,7 @@ func (t *Throttler) Run(ctx context.Context) error {
 // set records the current decision.
 func (t *Throttler) set(reason string) {
 	t.mu.Lock()
-	changed := (reason == "") != (t.reason == "")
-	switch {
-	case reason != "" && t.reason == "":
-		t.open = make(chan struct{})
-		t.since = time.Now()
-	case reason == "" && t.reason != "":
-		close(t.open)
-		t.total += time.Since(t.since)
-	}
-	t.reason = reason
+	changed := t.all.set(reason)
 	t.mu.Unlock()
 	if changed && t.cfg.OnChange != nil {
 		t.cfg.OnChange(reason)
@@ -306,7 +349,7 @@ func (t *Throttler) set(reason string) {
 // may go on, or ctx is done.
 func (t *Throttler) Wait(ctx context.Context) error {
 	t.mu.Lock()
-	open := t.open
+	open := t.all.clear
 	t.mu.Unlock()
 	select {
 	case <-open:
@@ -320,16 +363,41 @@ func (t *Throttler) Wait(ctx context.Context) error {
 func (t *Throttler) Reason() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.reason
+	return t.all.reason
 }
 
 // Throttled returns how long the copy has been paused in all.
 func (t *Throttler) Throttled() time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	d := t.total
-	if t.reason != "" {
-		d += time.Since(t.since)
+	return t.all.sum()
+}
+
+// Lagged returns how long the copy has been paused for replica lag in all.
+func (t *Throttler) Lagged() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lag.sum()
+}
+
+// WaitLag returns once no replica lags beyond the limit (at the last check),
+// or when ctx is done. The cut-over waits on it: a swap while a replica lags
+// would leave the replica's readers on the old schema for that long.
+func (t *Throttler) WaitLag(ctx context.Context) error {
+	t.mu.Lock()
+	clear := t.lag.clear
+	t.mu.Unlock()
+	select {
+	case <-clear:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return d
+}
+
+// LagReason says why replica lag pauses the copy now, or "".
+func (t *Throttler) LagReason() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lag.reason
 }

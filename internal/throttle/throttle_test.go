@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -174,5 +175,48 @@ func TestFlagFiles(t *testing.T) {
 	// A stale panic file is refused before the migration starts.
 	if err := New(Config{PanicFile: panicFile}).Preflight(context.Background()); err == nil || !strings.Contains(err.Error(), "exists already") {
 		t.Errorf("stale panic file: %v", err)
+	}
+}
+
+// TestLagPausesAndIsCounted: a replica-lag reason pauses the copy like any
+// other, is counted apart, and holds WaitLag until it clears; a load reason
+// alone does not hold WaitLag.
+func TestLagPausesAndIsCounted(t *testing.T) {
+	var lag atomic.Value
+	lag.Store("replica r:1 lags 2s (--max-lag 1s)")
+	flag := filepath.Join(t.TempDir(), "flag")
+	th := New(Config{Lag: func() string { return lag.Load().(string) }, FlagFile: flag})
+	if !th.Active() {
+		t.Fatal("a lag source alone must make the throttler active")
+	}
+	ctx := context.Background()
+	if err := th.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if th.Reason() == "" || th.LagReason() == "" {
+		t.Fatalf("lagging: Reason %q, LagReason %q", th.Reason(), th.LagReason())
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := th.WaitLag(short); err == nil {
+		t.Fatal("WaitLag returned while the replica lags")
+	}
+	if err := th.Wait(short); err == nil {
+		t.Fatal("Wait returned while the replica lags")
+	}
+	time.Sleep(20 * time.Millisecond)
+	os.WriteFile(flag, nil, 0o600)
+	lag.Store("")
+	if err := th.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := th.WaitLag(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if th.Reason() == "" {
+		t.Fatal("the flag file must still pause the copy")
+	}
+	if l, all := th.Lagged(), th.Throttled(); l < 50*time.Millisecond || all < l {
+		t.Errorf("Lagged %s, Throttled %s: want the lag pause counted, and within the total", l, all)
 	}
 }

@@ -1,0 +1,438 @@
+// Package replica finds the primary's replicas and measures how far each
+// lags behind it, so that the copy can pause before a replica falls behind.
+//
+// Lag is measured with a heartbeat: sluice writes its own clock's time into a
+// one-row table on the primary every Interval and reads the row back on each
+// replica; the lag is sluice's clock now minus the time the replica has.
+// Both readings come from the same clock, so the servers' clocks may differ;
+// the measure is exact to within Interval plus one query. It counts what the
+// application sees (a transaction committed on the primary and not yet
+// visible on the replica), on MySQL and MariaDB alike, whatever the
+// replication topology. The applier timestamps of performance_schema were
+// not chosen: they say when the replica last applied something, which on an
+// idle primary is long ago, and they do not exist on MariaDB.
+package replica
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+)
+
+// Replica is one server that replicates, directly or through others, from
+// the primary.
+type Replica struct {
+	Name     string // host:port
+	ServerID int64  // as the server says; 0 when it could not be reached
+	db       *sql.DB
+	down     error // set when it could not be reached at discovery
+}
+
+// Close closes the replica's connections.
+func (r *Replica) Close() {
+	if r.db != nil {
+		r.db.Close()
+	}
+}
+
+// Discovery says how to find the replicas.
+type Discovery struct {
+	Primary *sql.DB
+	// Conn is the primary's connection settings; replicas are reached with
+	// its user, password and TLS at their own host and port.
+	Conn dbconn.Config
+	// Named are replicas given by the operator, host:port.
+	Named []string
+	// Auto walks SHOW REPLICAS from the primary down.
+	Auto bool
+	Log  *slog.Logger
+}
+
+// listed is one row of SHOW REPLICAS.
+type listed struct {
+	serverID int64
+	host     string
+	port     int
+}
+
+// Discover returns the replicas: the named ones, and with Auto every server
+// SHOW REPLICAS lists on the primary and, recursively, on each replica found.
+// A listed entry that answers with another server id than the one it
+// registered with is a binlog client (a tool like sluice itself registers
+// with its own host name and the primary's port), not a replica: it is
+// skipped. A listed replica that does not report its host (report_host) must
+// be named. A replica that cannot be reached is kept: it counts as lagging.
+func Discover(ctx context.Context, d Discovery) ([]*Replica, error) {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	var primaryID int64
+	if err := d.Primary.QueryRowContext(ctx, "SELECT @@server_id").Scan(&primaryID); err != nil {
+		return nil, fmt.Errorf("read the primary's server id: %w", err)
+	}
+	seen := map[int64]bool{primaryID: true}
+	byName := map[string]bool{}
+	var out []*Replica
+	var queue []*sql.DB
+	add := func(r *Replica) {
+		out = append(out, r)
+		byName[r.Name] = true
+		if r.ServerID != 0 {
+			seen[r.ServerID] = true
+		}
+		if r.db != nil {
+			queue = append(queue, r.db)
+		}
+	}
+	for _, n := range d.Named {
+		host, port, err := SplitHostPort(n)
+		if err != nil {
+			return nil, err
+		}
+		r := connect(ctx, d.Conn, host, port)
+		if r.down != nil {
+			return nil, fmt.Errorf("replica %s (--replica) cannot be reached: %w", r.Name, r.down)
+		}
+		if seen[r.ServerID] {
+			r.Close()
+			continue // named twice, or the primary itself
+		}
+		add(r)
+	}
+	if !d.Auto {
+		return out, nil
+	}
+	queue = append([]*sql.DB{d.Primary}, queue...)
+	for len(queue) > 0 {
+		src := queue[0]
+		queue = queue[1:]
+		rows, err := list(ctx, src)
+		if err != nil {
+			closeAll(out)
+			return nil, err
+		}
+		for _, l := range rows {
+			if seen[l.serverID] || l.port == 0 {
+				continue
+			}
+			if l.host == "" {
+				closeAll(out)
+				return nil, fmt.Errorf("replica with server id %d does not report its host (report_host): name it with --replica host:port, "+
+					"or turn discovery off with --replica-discovery=false and name every replica", l.serverID)
+			}
+			name := net.JoinHostPort(l.host, strconv.Itoa(l.port))
+			if byName[name] {
+				continue
+			}
+			r := connect(ctx, d.Conn, l.host, l.port)
+			switch {
+			case r.down != nil:
+				d.Log.Warn("replica cannot be reached; it counts as lagging until it answers", "replica", name, "server_id", l.serverID, "error", r.down)
+				r.ServerID = l.serverID
+				add(r)
+			case r.ServerID != l.serverID:
+				d.Log.Info("skipping a binlog client registered as a replica (its address answers with another server id)",
+					"address", name, "registered_id", l.serverID, "answering_id", r.ServerID)
+				r.Close()
+				seen[l.serverID] = true
+			default:
+				add(r)
+			}
+		}
+	}
+	return out, nil
+}
+
+func closeAll(rs []*Replica) {
+	for _, r := range rs {
+		r.Close()
+	}
+}
+
+// connect opens a replica; a failure is kept in down.
+func connect(ctx context.Context, conn dbconn.Config, host string, port int) *Replica {
+	conn.Host, conn.Port = host, port
+	r := &Replica{Name: net.JoinHostPort(host, strconv.Itoa(port))}
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	db, err := dbconn.Open(qctx, conn, "", 2)
+	if err != nil {
+		r.down = err
+		return r
+	}
+	if err := db.QueryRowContext(qctx, "SELECT @@server_id").Scan(&r.ServerID); err != nil {
+		db.Close()
+		r.down = err
+		r.ServerID = 0
+		return r
+	}
+	r.db = db
+	return r
+}
+
+// list reads SHOW REPLICAS (SHOW SLAVE HOSTS on servers without it).
+func list(ctx context.Context, db *sql.DB) ([]listed, error) {
+	rows, err := db.QueryContext(ctx, "SHOW REPLICAS")
+	if err != nil && dbconn.ErrorNumber(err) == 1064 { // MariaDB before 10.5, MySQL before 8.0.22
+		rows, err = db.QueryContext(ctx, "SHOW SLAVE HOSTS")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list the replicas (SHOW REPLICAS): %w", err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out []listed
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		var l listed
+		for i, c := range cols {
+			switch strings.ToLower(c) {
+			case "server_id":
+				l.serverID, _ = strconv.ParseInt(vals[i].String, 10, 64)
+			case "host":
+				l.host = vals[i].String
+			case "port":
+				l.port, _ = strconv.Atoi(vals[i].String)
+			}
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// SplitHostPort parses a --replica value, host:port (an IPv6 host in
+// brackets). It refuses anything that looks like a DSN: a password has no
+// place on a command line.
+func SplitHostPort(s string) (string, int, error) {
+	if strings.ContainsAny(s, "@/()") {
+		return "", 0, fmt.Errorf("--replica %q: give host:port only; replicas are reached with the primary's user and password", s)
+	}
+	host, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, fmt.Errorf("--replica %q is not host:port", s)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port <= 0 || port > 65535 || host == "" {
+		return "", 0, fmt.Errorf("--replica %q is not host:port with a port from 1 to 65535", s)
+	}
+	return host, port, nil
+}
+
+// Lag is one replica's state.
+type Lag struct {
+	Name string
+	Lag  time.Duration
+	// Err, if not nil, is why the lag is unknown (unreachable, no heartbeat
+	// yet): the replica counts as lagging.
+	Err error
+}
+
+// Monitor writes the heartbeat and measures each replica's lag.
+type Monitor struct {
+	primary  *sql.DB
+	table    string // quoted heartbeat table
+	replicas []*Replica
+	interval time.Duration
+	log      *slog.Logger
+	now      func() time.Time
+
+	mu     sync.Mutex
+	lags   []Lag
+	worst  time.Duration // the highest lag measured
+	warned map[string]bool
+}
+
+// MonitorConfig configures a Monitor.
+type MonitorConfig struct {
+	Primary  *sql.DB
+	Table    string // the heartbeat table, quoted; CreateTable makes it
+	Replicas []*Replica
+	Interval time.Duration // default 100ms
+	Log      *slog.Logger
+}
+
+// NewMonitor returns a monitor; nothing runs until Run.
+func NewMonitor(cfg MonitorConfig) *Monitor {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 100 * time.Millisecond
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	m := &Monitor{primary: cfg.Primary, table: cfg.Table, replicas: cfg.Replicas, interval: cfg.Interval,
+		log: cfg.Log, now: time.Now, warned: map[string]bool{}}
+	m.lags = make([]Lag, len(cfg.Replicas))
+	for i, r := range cfg.Replicas {
+		m.lags[i] = Lag{Name: r.Name, Err: errors.New("not measured yet")}
+	}
+	return m
+}
+
+// CreateTable creates the heartbeat table on the primary, from where it
+// replicates. A table of that name that exists already is an error: it may
+// be the application's.
+func CreateTable(ctx context.Context, db *sql.DB, quoted string) error {
+	_, err := db.ExecContext(ctx, "CREATE TABLE "+quoted+
+		" (id TINYINT UNSIGNED NOT NULL PRIMARY KEY, beat BIGINT NOT NULL) COMMENT='sluice replica lag heartbeat'")
+	if err != nil {
+		return fmt.Errorf("create the heartbeat table %s: %w", quoted, err)
+	}
+	return nil
+}
+
+// Run writes a heartbeat and reads every replica's each Interval until ctx
+// is done. A failed heartbeat write is logged and tried again: the replicas
+// then seem to lag, which pauses the copy, the safe side.
+func (m *Monitor) Run(ctx context.Context) {
+	tick := time.NewTicker(m.interval)
+	defer tick.Stop()
+	for {
+		m.beat(ctx)
+		m.measure(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (m *Monitor) beat(ctx context.Context) {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := m.primary.ExecContext(qctx, "REPLACE INTO "+m.table+" (id, beat) VALUES (1, ?)", m.now().UnixMicro())
+	if err != nil && ctx.Err() == nil {
+		m.warnOnce("heartbeat", "cannot write the replica heartbeat", err)
+	}
+}
+
+// measure reads the heartbeat on every replica at once.
+func (m *Monitor) measure(ctx context.Context) {
+	qctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	lags := make([]Lag, len(m.replicas))
+	for i, r := range m.replicas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lags[i] = m.read(qctx, r)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, l := range lags {
+		if l.Err != nil {
+			m.warnOnceLocked(l.Name, "replica counts as lagging", l.Err)
+		} else {
+			if m.warned[l.Name] {
+				m.log.Info("replica answers again", "replica", l.Name, "lag", l.Lag.Round(time.Millisecond))
+				delete(m.warned, l.Name)
+			}
+			m.worst = max(m.worst, l.Lag)
+		}
+		m.lags[i] = l
+	}
+}
+
+func (m *Monitor) read(ctx context.Context, r *Replica) Lag {
+	l := Lag{Name: r.Name}
+	if r.db == nil {
+		l.Err = fmt.Errorf("cannot be reached: %w", r.down)
+		return l
+	}
+	var beat int64
+	err := r.db.QueryRowContext(ctx, "SELECT beat FROM "+m.table+" WHERE id = 1").Scan(&beat)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || dbconn.ErrorNumber(err) == 1146:
+		l.Err = errors.New("the heartbeat has not reached it yet")
+	case err != nil:
+		l.Err = err
+	default:
+		l.Lag = max(0, m.now().Sub(time.UnixMicro(beat)))
+	}
+	return l
+}
+
+func (m *Monitor) warnOnce(key, msg string, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.warnOnceLocked(key, msg, err)
+}
+
+func (m *Monitor) warnOnceLocked(key, msg string, err error) {
+	if m.warned[key] {
+		return
+	}
+	m.warned[key] = true
+	m.log.Warn(msg, "replica", key, "error", err)
+}
+
+// Slowest returns the replica that lags most: one that cannot be measured
+// first. ok is false when there are no replicas.
+func (m *Monitor) Slowest() (l Lag, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, x := range m.lags {
+		if i == 0 || (x.Err != nil && l.Err == nil) || (x.Err == nil) == (l.Err == nil) && x.Lag > l.Lag {
+			l = x
+		}
+	}
+	return l, len(m.lags) > 0
+}
+
+// Worst returns the highest lag measured so far.
+func (m *Monitor) Worst() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.worst
+}
+
+// Names returns the replicas' names.
+func (m *Monitor) Names() []string {
+	out := make([]string, len(m.replicas))
+	for i, r := range m.replicas {
+		out[i] = r.Name
+	}
+	return out
+}
+
+// Close closes the replicas' connections.
+func (m *Monitor) Close() { closeAll(m.replicas) }
+
+// Over reports why the copy must pause for replica lag ("" when it need
+// not): the slowest replica lags more than max, or cannot be measured.
+func Over(l Lag, ok bool, limit time.Duration) string {
+	switch {
+	case !ok:
+		return ""
+	case l.Err != nil:
+		return fmt.Sprintf("replica %s: %v", l.Name, l.Err)
+	case l.Lag > limit:
+		return fmt.Sprintf("replica %s lags %s (--max-lag %s)", l.Name, l.Lag.Round(10*time.Millisecond), limit)
+	}
+	return ""
+}
