@@ -4,8 +4,9 @@ SANDBOX := scripts/sandbox.sh
 GO ?= go
 DSN = $$($(SANDBOX) env | sed -e "s/^export SLUICE_TEST_DSN='//" -e "s/'$$//")
 ALT_DSN = $$(SLUICE_SANDBOX_PROFILE=alt $(SANDBOX) env | sed -e "s/^export SLUICE_TEST_ALT_DSN='//" -e "s/'$$//")
+REPLICA_DSNS = $$($(SANDBOX) replicas env | sed -e "s/^export SLUICE_TEST_REPLICA_DSNS='//" -e "s/'$$//")
 
-.PHONY: all build demo test unit bench bench-ddl bench-mdl sandbox sandbox-alt sandbox-down clean
+.PHONY: all build demo test unit bench bench-ddl bench-mdl sandbox sandbox-alt sandbox-replicas sandbox-down clean
 
 all: build
 
@@ -19,7 +20,12 @@ sandbox:
 sandbox-alt:
 	@SLUICE_SANDBOX_PROFILE=alt $(SANDBOX) up >/dev/null
 
+## sandbox-replicas: one replica of the sandbox server (127.0.0.1:13317), cloned from it (scripts/sandbox.sh replicas up 2 adds a second on 13318).
+sandbox-replicas: sandbox
+	@$(SANDBOX) replicas up 1 >/dev/null
+
 sandbox-down:
+	@$(SANDBOX) replicas down
 	@$(SANDBOX) down
 	@SLUICE_SANDBOX_PROFILE=alt $(SANDBOX) down
 
@@ -27,17 +33,18 @@ sandbox-down:
 demo: sandbox build
 	@SLUICE_TEST_DSN=$(DSN) bin/sluice-bench demo
 
-## test: every test, against the sandbox MySQL 9.7 servers (default and alt profiles), with the race detector.
-test: sandbox sandbox-alt
-	SLUICE_TEST_DSN=$(DSN) SLUICE_TEST_ALT_DSN=$(ALT_DSN) $(GO) test -race -count=1 -timeout 30m ./...
+## test: every test, against the sandbox MySQL 9.7 servers (default and alt profiles, and a replica of the default), with the race detector.
+test: sandbox sandbox-alt sandbox-replicas
+	SLUICE_TEST_DSN=$(DSN) SLUICE_TEST_ALT_DSN=$(ALT_DSN) SLUICE_TEST_REPLICA_DSNS=$(REPLICA_DSNS) $(GO) test -race -count=1 -timeout 30m ./...
 
 ## unit: the tests that need no server.
 unit:
 	$(GO) test -race -count=1 ./internal/...
 
-## bench: sluice vs native ALTER vs pt-online-schema-change on a 1,000,000-row sysbench table, idle and under load.
+## bench: sluice vs native ALTER vs pt-online-schema-change on a 1,000,000-row sysbench table, idle and under load (replicas down),
+## then under load with one fresh replica (lag side by side), and sluice on composite and string keys; the replicas are put back as found.
 bench: sandbox build
-	@SLUICE_TEST_DSN=$(DSN) bin/sluice-bench run --pt-osc "$(SANDBOX) pt-osc" $(BENCH_ARGS)
+	@SLUICE_TEST_DSN=$(DSN) bin/sluice-bench run --pt-osc "$(SANDBOX) pt-osc" --replicas "$(SANDBOX) replicas" $(BENCH_ARGS)
 
 ## bench-ddl: sweep the InnoDB parallel index-build settings for one and three indexes, beside the planner's choice.
 bench-ddl: sandbox build

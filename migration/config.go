@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/plan"
+	"github.com/sluicedb/sluice/internal/replica"
 	"github.com/sluicedb/sluice/internal/throttle"
 )
 
@@ -87,6 +88,23 @@ type Config struct {
 	// PanicFlagFile stops the migration once that file exists (it must not
 	// exist at the start).
 	ThrottleFlagFile, PanicFlagFile string
+	// ReplicaDiscovery finds the replicas with SHOW REPLICAS, from the
+	// primary down; ReplicaAddrs (host:port) are replicas named by the
+	// operator, reached with Conn's user and password. While the slowest
+	// replica lags more than MaxLag (default 1.5s), or cannot be measured,
+	// the copy pauses and the cut-over does not start.
+	ReplicaDiscovery bool
+	ReplicaAddrs     []string
+	MaxLag           time.Duration
+	// Restart drops the shadow and checkpoint a previous run of this ALTER
+	// left (see checkpoint.go) and starts over, instead of resuming.
+	Restart bool
+	// CheckpointInterval is how often the copy path records its progress
+	// (default 10s): a resumed run copies at most about that much again.
+	CheckpointInterval time.Duration
+	// Version is sluice's version, recorded in the checkpoint: a run of
+	// another version does not resume it.
+	Version string
 	// KeepIndexes keeps the shadow's secondary indexes during the copy instead
 	// of building them afterwards.
 	KeepIndexes bool
@@ -169,6 +187,23 @@ func (c *Config) validate() error {
 	if c.KillMaxRows == 0 {
 		c.KillMaxRows = 10000
 	}
+	if c.CheckpointInterval <= 0 {
+		c.CheckpointInterval = 10 * time.Second
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	if c.MaxLag < 0 {
+		return fmt.Errorf("%w: --max-lag must not be negative", ErrConfig)
+	}
+	if c.MaxLag == 0 {
+		c.MaxLag = 1500 * time.Millisecond
+	}
+	for _, a := range c.ReplicaAddrs {
+		if _, _, err := replica.SplitHostPort(a); err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = 5 * time.Second
 	}
@@ -221,11 +256,28 @@ type Result struct {
 	// applying the last changes and comparing the rows changed since the
 	// checksum (the final guard).
 	CutoverDrain, CutoverVerify time.Duration
-	// Throttled is how long the copy paused for --max-load, --critical-load
-	// or the throttle flag file.
+	// Resumed says the run took up a previous run's work from its
+	// checkpoint; ResumedRows were already copied then. AlreadyDone: that
+	// run had swapped the tables, and this one only cleaned up after it.
+	Resumed     bool
+	ResumedRows int64
+	AlreadyDone bool
+	// Kept names the shadow and checkpoint left for a later run to resume
+	// when the run failed in a way a later run can get past ("" otherwise).
+	Kept string
+	// Throttled is how long the copy paused for --max-load, --critical-load,
+	// the throttle flag file or replica lag.
 	Throttled time.Duration
-	Phases    []PhaseTime
-	Total     time.Duration
+	// Replicas are the replicas watched for lag; ReplicaLagMax is the
+	// highest lag measured on any of them during the run, ReplicaPaused how
+	// long the copy paused for lag (part of Throttled), CutoverLagWait how
+	// long the cut-over waited for the replicas.
+	Replicas       []string
+	ReplicaLagMax  time.Duration
+	ReplicaPaused  time.Duration
+	CutoverLagWait time.Duration
+	Phases         []PhaseTime
+	Total          time.Duration
 }
 
 // PhaseTime is how long one phase took.

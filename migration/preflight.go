@@ -228,8 +228,18 @@ func (r *Runner) preflight(ctx context.Context) error {
 			return preflightErr("the ALTER names ALGORITHM= or LOCK=; leave them out, sluice chooses them (see sluice plan)")
 		}
 	}
+	if err := r.takeRunLock(ctx); err != nil {
+		return err
+	}
+	if err := r.previousRun(ctx); err != nil || r.res.AlreadyDone {
+		return err
+	}
 	if err := r.makePlan(ctx); err != nil {
 		return err
+	}
+	if r.resume != nil && r.path != plan.PathCopy {
+		r.log.Info("an earlier run took the copy path; resuming it", "planned", string(r.path))
+		r.path = plan.PathCopy
 	}
 	if r.path == plan.PathCopy {
 		return r.copyPreflight(ctx)
@@ -315,8 +325,16 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 	}
 	maxLoad, _ := throttle.ParseLimits(r.cfg.MaxLoad) // checked by Config.validate
 	critical, _ := throttle.ParseLimits(r.cfg.CriticalLoad)
+	if err := r.findReplicas(ctx); err != nil {
+		return err
+	}
+	var lag func() string
+	interval := time.Duration(0)
+	if r.lag != nil {
+		lag, interval = r.lagReason, 100*time.Millisecond
+	}
 	r.throttle = throttle.New(throttle.Config{DB: db, MaxLoad: maxLoad, CriticalLoad: critical,
-		FlagFile: r.cfg.ThrottleFlagFile, PanicFile: r.cfg.PanicFlagFile,
+		FlagFile: r.cfg.ThrottleFlagFile, PanicFile: r.cfg.PanicFlagFile, Lag: lag, Interval: interval,
 		OnChange: func(reason string) {
 			if p := r.Phase(); p != "capture" && p != "copy" {
 				return // only the copy pauses (the first check is made before it)
@@ -350,7 +368,14 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 			return preflightErr("tables %s and %s.%s already exist; drop the stale one", schema.NamesFor(t.Name).Old, r.cfg.Database, r.names.Old)
 		}
 	}
-	for _, name := range []string{r.names.Shadow, r.names.Postpone} {
+	ours := []string{r.names.Shadow, r.names.Postpone, r.names.Checkpoint}
+	if r.lag != nil {
+		ours = append(ours, r.names.Heartbeat)
+	}
+	if r.resume != nil {
+		ours = nil // the earlier run's, checked by previousRun
+	}
+	for _, name := range ours {
 		n, err := exists(name)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrPreflight, err)
@@ -404,6 +429,14 @@ func (r *Runner) checkPrivileges(ctx context.Context) error {
 // createShadow creates the shadow table as a copy of the original and applies
 // the ALTER to it: this is where the server itself judges the ALTER.
 func (r *Runner) createShadow(ctx context.Context) error {
+	if r.resume != nil {
+		return r.resumeShadow(ctx)
+	}
+	// The checkpoint table first: a run that dies after it leaves a shadow
+	// the next run knows to be sluice's (resume.go).
+	if err := r.createCheckpointTable(ctx); err != nil {
+		return err
+	}
 	shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
 	if _, err := r.db.ExecContext(ctx, "CREATE TABLE "+shadowQ+" LIKE "+r.orig.Quoted()); err != nil {
 		if dbconn.ErrorNumber(err) == dbconn.ErrTableExists {
@@ -434,6 +467,15 @@ func (r *Runner) createShadow(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := r.startCheckpoint(ctx); err != nil {
+		return err
+	}
+	return r.shadowReady(ctx)
+}
+
+// shadowReady maps the original's columns to the shadow's and checks the
+// new table, for a new shadow and a resumed one.
+func (r *Runner) shadowReady(ctx context.Context) error {
 	r.mapping = schema.NewMapping(r.orig, r.shadow, func(newName string) (string, bool) {
 		return r.alter.SourceColumn(newName, func(n string) bool { _, ok := r.orig.Column(n); return ok })
 	})

@@ -48,6 +48,7 @@ type Runner struct {
 	// copier is set by the copy phase and read by the progress reporter.
 	copier   atomic.Pointer[copier.Copier]
 	throttle *throttle.Throttler
+	lag      *lagWatch // nil: no replica is watched (replicas.go)
 
 	vars ServerVars
 	plan *plan.Plan
@@ -56,6 +57,13 @@ type Runner struct {
 
 	deferred                       []schema.KeyDef // secondary indexes built after the copy
 	shadowCreated, postponeCreated bool
+	ckptCreated                    bool
+	// runLock holds the table's named lock for the run (resume.go).
+	runLock *sql.Conn
+	// resume is the checkpoint this run takes up (nil: a fresh run); ckpt
+	// is the one it records.
+	resume, ckpt *checkpoint
+	ckptMu       sync.Mutex // serialises checkpoint writes
 	// copyHeld: the apply is held (Scheduler.Hold) until the catch-up.
 	copyHeld bool
 	// checksummed: the checksum ran beside the index build.
@@ -103,7 +111,7 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 		res = r.res
 	}()
 
-	if err := r.runPhase(ctx, "preflight", r.preflight); err != nil {
+	if err := r.runPhase(ctx, "preflight", r.preflight); err != nil || r.res.AlreadyDone {
 		return r.res, err
 	}
 	if r.path != plan.PathCopy {
@@ -178,19 +186,43 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 		r.streamer.Close()
 	}
 	var errs []error
-	if r.shadowCreated && !r.swapped.Load() && r.db != nil {
-		if err := r.dropGuarded(cctx, r.names.Shadow); err != nil {
-			errs = append(errs, fmt.Errorf("drop the shadow table %s: %w (drop it by hand)", r.names.Shadow, err))
-		} else if runErr != nil {
-			r.log.Info("dropped the shadow table", "table", r.names.Shadow)
+	// A run that failed in a way a later run can get past keeps its work.
+	keep := runErr != nil && resumable(runErr) && r.shadowCreated && !r.swapped.Load() && r.ckpt != nil && r.ckpt.File != ""
+	if keep {
+		if err := r.finalCheckpoint(cctx); err != nil {
+			r.log.Warn("could not record the last progress; the next run resumes from an earlier checkpoint", "error", err)
 		}
 	}
-	if r.postponeCreated && r.db != nil {
-		if _, err := r.db.ExecContext(cctx, "DROP TABLE IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, r.names.Postpone)); err != nil {
-			errs = append(errs, fmt.Errorf("drop the postponed cut-over's table %s: %w (drop it by hand)", r.names.Postpone, err))
+	if err := r.stopLagWatch(cctx); err != nil && r.db != nil {
+		errs = append(errs, err)
+	}
+	switch {
+	case r.db == nil:
+	case keep:
+		r.res.Kept = r.names.Shadow
+		r.log.Warn("kept the new table and its checkpoint: run the same command again to resume, or with --restart to start over",
+			"shadow", r.names.Shadow, "checkpoint", r.names.Checkpoint)
+	default:
+		for _, t := range []struct {
+			made       bool
+			name, what string
+		}{
+			{r.shadowCreated && !r.swapped.Load(), r.names.Shadow, "the shadow table"},
+			{r.postponeCreated, r.names.Postpone, "the postponed cut-over's table"},
+			{r.ckptCreated, r.names.Checkpoint, "the checkpoint table"},
+		} {
+			if !t.made {
+				continue
+			}
+			if err := r.dropGuarded(cctx, t.name); err != nil {
+				errs = append(errs, fmt.Errorf("drop %s %s: %w (drop it by hand)", t.what, t.name, err))
+			} else if runErr != nil && t.name == r.names.Shadow {
+				r.log.Info("dropped the shadow table", "table", t.name)
+			}
 		}
 	}
 	if r.db != nil {
+		r.releaseRunLock(cctx)
 		r.db.Close()
 	}
 	return errors.Join(errs...)
@@ -204,30 +236,61 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 	if err != nil {
 		return err
 	}
+	if r.resume != nil {
+		pos = r.resume.position()
+	}
 	tlsConf, err := r.cfg.Conn.TLS()
 	if err != nil {
 		return err
 	}
 	// Before the first change arrives: no key may reach the shadow before
 	// the copy has copied its row.
-	if _, ok := r.key.Integer(); ok && !r.cfg.KeepIndexes {
+	ord, ordErr := apply.NewOrder(ctx, r.db, r.key)
+	if ordErr != nil {
+		r.log.Info("changes wait for the end of the copy", "reason", ordErr)
+	}
+	// Each held key's mark carries the stream's position (checkpoints).
+	var live atomic.Pointer[binlog.Streamer]
+	r.sched.SetClock(func() binlog.Position {
+		if st := live.Load(); st != nil {
+			return st.Position()
+		}
+		return pos
+	})
+	if ordErr == nil {
 		// Changes are applied while the copy runs, each once its row is
-		// copied. (With a unique index kept on the shadow during the copy, a
+		// copied.
+		r.sched.TrackCopy(ctx, ord)
+		if r.resume != nil && !r.resume.Copied {
+			if err := r.resumeWithin(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	if ordErr != nil || r.cfg.KeepIndexes {
+		// With a unique index kept on the shadow during the copy, a
 		// collision between rows copied at different times could not be
-		// told from a real one, so the apply waits for the copy instead.)
-		r.sched.TrackCopy()
-	} else {
+		// told from a real one, so the apply waits for the copy instead.
 		r.sched.Hold(true) // keys wait until the copy is done
 		r.copyHeld = true
 	}
 	r.streamer, err = binlog.Start(ctx, binlog.Config{
 		Conn: r.cfg.Conn, TLS: tlsConf, Database: r.cfg.Database, Table: r.cfg.Table,
 		Columns: len(r.orig.Columns), Key: r.key, Sink: sinks{sched: r.sched, tracker: r.tracker}, FoldCase: r.vars.LowerCaseNames != 0,
+		Logger: r.log,
 	}, pos)
 	if err != nil {
 		return err
 	}
+	live.Store(r.streamer)
 	r.log.Info("reading changes from the binlog", "position", pos.String())
+	if r.resume == nil {
+		// The first checkpoint: everything to copy, every change from pos.
+		r.ckpt.File, r.ckpt.Pos, r.ckpt.Todo = pos.File, pos.Pos, []todoSpan{{}}
+		if err := r.saveCheckpoint(ctx, r.ckpt); err != nil {
+			return err
+		}
+	}
 	// A DDL from now on is seen in the binlog; one between preflight and
 	// here is not, so the table is read again.
 	if err := r.recheckOriginal(ctx); err != nil {
@@ -266,8 +329,11 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 		}
 	}()
 	go r.reportProgress(ctx)
+	if err := r.startLagWatch(ctx); err != nil {
+		return err
+	}
 	// The first check before the copy starts: no chunk is copied under a load
-	// over --max-load.
+	// over --max-load, nor while a replica lags.
 	if err := r.throttle.Check(ctx); err != nil {
 		return err
 	}
@@ -277,15 +343,22 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 			cancel(err)
 		}
 	}()
+	go r.checkpointLoop(ctx)
 	return nil
 }
 
 func (r *Runner) copyRows(ctx context.Context) error {
+	within, done, err := r.resumeCopy(ctx)
+	if err != nil || done {
+		return err
+	}
 	c, err := copier.New(copier.Config{
 		DB: r.db, Mapping: r.mapping, Key: r.key, Workers: r.cfg.CopyWorkers,
 		Chunk:    chunk.Config{Target: r.cfg.ChunkTime},
 		Spans:    r.sched,
 		Throttle: r.throttle.Wait,
+		Within:   within,
+		Logger:   r.log,
 	})
 	if err != nil {
 		return err
@@ -557,6 +630,16 @@ func (r *Runner) cutover(ctx context.Context) error {
 	shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
 	oldQ := dbconn.QuoteTable(r.cfg.Database, r.names.Old)
 	spec := r.orig.Quoted() + " WRITE, " + shadowQ + " WRITE"
+	if err := r.waitReplicas(ctx); err != nil {
+		return fmt.Errorf("cut-over: %w", err)
+	}
+	if r.cfg.DropOld {
+		// A run that dies between the swap and the drop leaves it to the
+		// next run, which finds the swap done (resume.go).
+		if err := r.addArtifact(ctx, r.names.Old); err != nil {
+			return err
+		}
+	}
 	before := func(ctx context.Context) error {
 		if err := r.waitBacklog(ctx, 200); err != nil {
 			return err
@@ -668,6 +751,7 @@ func (r *Runner) reportProgress(ctx context.Context) {
 			}
 		}
 		attrs = append(attrs, "backlog", r.sched.Backlog(), "applied", r.applier.Applied(), "binlog_lag", r.streamer.Lag())
+		attrs = append(attrs, r.lagProgress()...)
 		if why := r.throttle.Reason(); why != "" && r.Phase() == "copy" {
 			attrs = append(attrs, "paused", why)
 		}

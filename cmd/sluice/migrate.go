@@ -35,6 +35,11 @@ type migrateFlags struct {
 	killBlockers                            string
 	killMaxRows                             int64
 	maxLoad, criticalLoad                   string
+	replicaAddrs                            []string
+	replicaDiscovery                        bool
+	maxLag                                  time.Duration
+	restart                                 bool
+	checkpointEvery                         time.Duration
 	throttleFile, panicFile                 string
 }
 
@@ -119,6 +124,11 @@ or the [client] section of --defaults-file; never from the command line.`,
 	fl.StringVar(&f.maxLoad, "max-load", "", "pause the copy while a global status variable reaches its ceiling, e.g. Threads_running=25[,Name=N...] (the apply goes on)")
 	fl.StringVar(&f.criticalLoad, "critical-load", "", "stop the migration (original untouched, shadow dropped) when a status ceiling is reached on two checks in a row, e.g. Threads_running=200")
 	fl.StringVar(&f.throttleFile, "throttle-flag-file", "", "pause the copy while this file exists")
+	fl.DurationVar(&f.maxLag, "max-lag", 1500*time.Millisecond, "pause the copy, and hold the cut-over, while the slowest replica lags more than this (or cannot be reached)")
+	fl.StringArrayVar(&f.replicaAddrs, "replica", nil, "a replica to watch, host:port (repeatable; reached with the same user and password)")
+	fl.BoolVar(&f.replicaDiscovery, "replica-discovery", true, "find the replicas with SHOW REPLICAS, from this server down")
+	fl.BoolVar(&f.restart, "restart", false, "drop the work an earlier run of this migration left (its new table and checkpoint) and start over, instead of resuming it")
+	fl.DurationVar(&f.checkpointEvery, "checkpoint-interval", 10*time.Second, "how often the copy records its progress; a resumed run copies at most about this much again")
 	fl.StringVar(&f.panicFile, "panic-flag-file", "", "stop the migration (original untouched, shadow dropped) once this file exists")
 	fl.BoolVar(&f.keepIndexes, "keep-indexes", false, "keep secondary indexes during the copy instead of building them after it")
 	fl.IntVar(&f.ddlThreads, "ddl-threads", 0, "innodb_ddl_threads and innodb_parallel_read_threads for index builds (default: the planner's, one per server CPU up to 8)")
@@ -158,11 +168,16 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		Method: f.method, Approve: f.approve, Replicas: f.replicas, MaxInplace: f.maxInplace, LockWait: f.lockWait,
 		LockDeadline: f.lockDeadline, MaxQueued: f.maxQueued, KillAfter: kill, KillMaxRows: f.killMaxRows,
 		MaxLoad: f.maxLoad, CriticalLoad: f.criticalLoad, ThrottleFlagFile: f.throttleFile, PanicFlagFile: f.panicFile,
+		ReplicaDiscovery: f.replicaDiscovery, ReplicaAddrs: f.replicaAddrs, MaxLag: f.maxLag,
+		Restart: f.restart, CheckpointInterval: f.checkpointEvery, Version: version,
 	})
 	if err != nil {
 		return err
 	}
 	res, err := r.Run(ctx)
+	if err != nil && res.Kept != "" {
+		return fmt.Errorf("%w\nsluice: the new table %s.%s and its checkpoint are kept: run the same command again to resume, or add --restart to start over", err, database, res.Kept)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted during %s; the original table %s.%s is untouched and no lock is held", r.Phase(), database, f.table)
@@ -170,6 +185,13 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		return err
 	}
 	out := c.OutOrStdout()
+	if res.AlreadyDone {
+		fmt.Fprintf(out, "sluice: %s.%s was already migrated by an earlier run, which stopped after the swap; its leftovers are dropped\n", database, f.table)
+		return nil
+	}
+	if res.Resumed {
+		fmt.Fprintf(out, "sluice: resumed the earlier run from its checkpoint (%d rows had been copied)\n", res.ResumedRows)
+	}
 	switch res.Path {
 	case "instant":
 		fmt.Fprintf(out, "sluice: %s.%s changed INSTANTly in %s (%d metadata-lock attempt(s))\n", database, f.table, res.Total.Round(time.Millisecond), res.LockAttempts)
@@ -191,7 +213,11 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		fmt.Fprintf(out, "sluice: columns the checksum could not compare (their conversion has no exact SQL form): %s\n", strings.Join(res.ChecksumSkipped, ", "))
 	}
 	if res.Throttled > 0 {
-		fmt.Fprintf(out, "sluice: the copy paused for %s in all (--max-load, --critical-load, --throttle-flag-file)\n", res.Throttled.Round(time.Millisecond))
+		fmt.Fprintf(out, "sluice: the copy paused for %s in all (--max-load, --critical-load, --throttle-flag-file, --max-lag)\n", res.Throttled.Round(time.Millisecond))
+	}
+	if len(res.Replicas) > 0 {
+		fmt.Fprintf(out, "sluice: replicas %s: worst lag %s; the copy paused %s and the cut-over waited %s for them\n", strings.Join(res.Replicas, ", "),
+			res.ReplicaLagMax.Round(10*time.Millisecond), res.ReplicaPaused.Round(time.Millisecond), res.CutoverLagWait.Round(time.Millisecond))
 	}
 	if res.OldTable != "" {
 		fmt.Fprintf(out, "sluice: the original table is kept as %s.%s; drop it when you no longer need it\n", database, res.OldTable)

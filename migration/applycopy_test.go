@@ -1,0 +1,153 @@
+package migration_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/testdb"
+	"github.com/sluicedb/sluice/migration"
+)
+
+// applyCopyRows is the table size of the tests below: enough for a copy of
+// several seconds.
+const applyCopyRows = 100000
+
+// runApplyCopy fills w's table and a model of it with rows 0..rows-1 (fill is
+// the SELECT list of testdb.Fill, whose n is row+1, and must give the values
+// w.key and the model's generator would), migrates it while w's writers run,
+// and checks the result against the replayed model and that changes were
+// applied while the copy ran.
+func runApplyCopy(t *testing.T, db *testdb.DB, w *workload, rows int64, fill, alter, cols, orderBy string) migration.Result {
+	t.Helper()
+	const ref = "model_ref"
+	db.MustExec(t, "CREATE TABLE "+ref+" LIKE "+dbconn.QuoteIdent(w.table))
+	db.Fill(t, w.table, int(rows), fill)
+	db.Fill(t, ref, int(rows), fill)
+	// The writers' view of the rows, as workload.load leaves it.
+	w.logs = make([][]stmt, w.writers)
+	w.live = make([]map[int64]bool, w.writers)
+	w.next = make([]int64, w.writers)
+	for i := range w.writers {
+		w.live[i] = map[int64]bool{}
+		for row := int64(i); row < rows; row += int64(w.writers) {
+			w.live[i][row] = true
+			w.next[i] = row + int64(w.writers)
+		}
+	}
+
+	stop := make(chan struct{})
+	wait := w.run(t, db, stop)
+	time.Sleep(100 * time.Millisecond)
+	cfg := config(t, db, w.table, alter)
+	r, err := migration.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := w.ops.Load()
+	res, err := r.Run(context.Background())
+	during := w.ops.Load() - before
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	wait()
+	if err != nil {
+		t.Fatalf("migration failed: %v", err)
+	}
+	phases := map[string]time.Duration{}
+	for _, p := range res.Phases {
+		phases[p.Name] = p.Duration
+	}
+	t.Logf("rows %d, writes during the migration %d, keys applied %d, during the copy %d; copy %s, catch-up %s, total %s",
+		res.RowsCopied, during, res.KeysApplied, res.KeysAppliedInCopy, phases["copy"].Round(time.Millisecond),
+		phases["catch-up"].Round(time.Millisecond), res.Total.Round(time.Millisecond))
+	if during < 1000 {
+		t.Errorf("only %d writes happened during the migration; the test proves little", during)
+	}
+	if res.KeysAppliedInCopy == 0 {
+		t.Errorf("no change was applied while the copy ran: %+v", res)
+	}
+	w.replay(t, db, ref)
+	compare(t, db, w.table, ref, cols, orderBy)
+	return res
+}
+
+// applyCopyUpdates are the workload's updates of the non-key columns.
+var applyCopyUpdates = []func(r *rand.Rand) (string, []any){
+	func(r *rand.Rand) (string, []any) { return "v = v + 1", nil },
+	func(r *rand.Rand) (string, []any) { return "pad = ?", []any{strings.Repeat("u", r.IntN(90))} },
+}
+
+// TestApplyDuringCopyCompositeKey: a four-column key (integer, PAD SPACE
+// string, DATETIME(6), DECIMAL) under inserts, updates, deletes and key
+// changes all over the key; changes are applied while the copy runs.
+func TestApplyDuringCopyCompositeKey(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, `CREATE TABLE comp4 (tenant INT NOT NULL,
+		region VARCHAR(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL,
+		at DATETIME(6) NOT NULL, seq DECIMAL(14,2) NOT NULL, v INT NOT NULL, pad VARCHAR(100),
+		PRIMARY KEY (tenant, region, at, seq))`)
+	regions := []string{"eu", "US-east", "Ásia", "ap ", "eu-West"}
+	base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := &workload{
+		table: "comp4", pk: []string{"tenant", "region", "at", "seq"}, writers: 6,
+		key: func(n int64) []any {
+			return []any{n % 7, regions[(n/7)%5], base.Add(time.Duration(n*1001) * time.Microsecond).Format("2006-01-02 15:04:05.000000"),
+				fmt.Sprintf("%d.%02d", n/4, n%4*25)}
+		},
+		cols:   []string{"v", "pad"},
+		gen:    func(r *rand.Rand, n int64) []any { return []any{r.IntN(1e6), strings.Repeat("p", r.IntN(90))} },
+		update: applyCopyUpdates,
+	}
+	fill := `(n-1) % 7, ELT(((n-1) DIV 7) % 5 + 1, 'eu', 'US-east', 'Ásia', 'ap ', 'eu-West'),
+		TIMESTAMPADD(MICROSECOND, (n-1) * 1001, '2024-01-01 00:00:00.000000'), (n-1) / 4, n, REPEAT('f', n % 90)`
+	runApplyCopy(t, db, w, applyCopyRows, fill, "MODIFY v BIGINT NOT NULL",
+		"tenant, HEX(region), at, seq, v, pad", "tenant, region, at, seq")
+}
+
+// TestApplyDuringCopyAccentInsensitiveKey: a VARCHAR(64) key in
+// utf8mb4_0900_ai_ci (NO PAD) whose values differ from their neighbours in
+// case and accents, which the collation ignores.
+func TestApplyDuringCopyAccentInsensitiveKey(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, `CREATE TABLE ai (k VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_ai_ci NOT NULL PRIMARY KEY,
+		v INT NOT NULL, pad VARCHAR(100))`)
+	prefixes := []string{"alpha", "Alpha", "ÄLPHA", "beta", "Beta", "ßeta", "zeta", "Zeta", "émile", "Emile 😀"}
+	w := &workload{
+		table: "ai", pk: []string{"k"}, writers: 6,
+		key:    func(n int64) []any { return []any{fmt.Sprintf("%s-%07d", prefixes[n%10], (n*7919)%10000019)} },
+		cols:   []string{"v", "pad"},
+		gen:    func(r *rand.Rand, n int64) []any { return []any{r.IntN(1e6), strings.Repeat("p", r.IntN(90))} },
+		update: applyCopyUpdates,
+	}
+	fill := `CONCAT(ELT((n-1) % 10 + 1, 'alpha', 'Alpha', 'ÄLPHA', 'beta', 'Beta', 'ßeta', 'zeta', 'Zeta', 'émile', 'Emile 😀'),
+		'-', LPAD(((n-1) * 7919) % 10000019, 7, '0')), n, REPEAT('f', n % 90)`
+	runApplyCopy(t, db, w, applyCopyRows, fill, "MODIFY v BIGINT NOT NULL", "HEX(k), v, pad", "k")
+}
+
+// TestApplyDuringCopyPadSpaceKey: a VARCHAR key in utf8mb4_general_ci (PAD
+// SPACE) whose values differ in case and accents, which the collation
+// ignores, and, four at a time, only in their ends: nothing, a tab (which
+// sorts below the padding spaces), a tab and a letter, or trailing spaces.
+func TestApplyDuringCopyPadSpaceKey(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, `CREATE TABLE ps (k VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY,
+		v INT NOT NULL, pad VARCHAR(100))`)
+	prefixes := []string{"abc", "ABC", "Abc", "àbc", "ÀBC", "xyz"}
+	suffixes := []string{"", "\t", "\ta", "!  "}
+	w := &workload{
+		table: "ps", pk: []string{"k"}, writers: 6,
+		key: func(n int64) []any {
+			return []any{fmt.Sprintf("%s %07d%s", prefixes[n%6], (n/4*7919)%10000019, suffixes[n%4])}
+		},
+		cols:   []string{"v", "pad"},
+		gen:    func(r *rand.Rand, n int64) []any { return []any{r.IntN(1e6), strings.Repeat("p", r.IntN(90))} },
+		update: applyCopyUpdates,
+	}
+	fill := `CONCAT(ELT((n-1) % 6 + 1, 'abc', 'ABC', 'Abc', 'àbc', 'ÀBC', 'xyz'), ' ',
+		LPAD((((n-1) DIV 4) * 7919) % 10000019, 7, '0'), ELT((n-1) % 4 + 1, '', '\t', '\ta', '!  ')), n, REPEAT('f', n % 90)`
+	runApplyCopy(t, db, w, applyCopyRows, fill, "MODIFY v BIGINT NOT NULL", "HEX(k), v, pad", "k, HEX(k)")
+}

@@ -1,0 +1,302 @@
+package migration
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/binlog"
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/ranges"
+	"github.com/sluicedb/sluice/internal/rowkey"
+	"github.com/sluicedb/sluice/internal/schema"
+)
+
+// A checkpoint is what a copy-path run records beside the shadow, in the
+// one-row table _T_ckpt, so that the same command run again after a crash,
+// a lost connection or a cut-over that could not get its lock resumes
+// instead of starting over:
+//
+//   - the key intervals still to copy (each lane's watermark: everything
+//     below it is in the shadow);
+//   - a binlog position from which reading the stream again captures every
+//     change not yet applied to the shadow's copied rows;
+//   - what the work is: the ALTER, the hashes of the original's and the
+//     shadow's definitions, the server, sluice's version.
+//
+// The pair (intervals, position) holds this invariant: every row of the
+// shadow outside the intervals reflects every change committed before the
+// position. Rows inside the intervals are deleted from the shadow and copied
+// again on resume; changes from the position on are read again and applied
+// (re-reading each key from the original, which is idempotent).
+
+// checkpointFormat changes when the checkpoint's meaning does.
+const checkpointFormat = 1
+
+type checkpoint struct {
+	Format   int    `json:"format"`
+	Version  string `json:"version"`
+	Alter    string `json:"alter"`
+	Original string `json:"original"` // hash of the original's definition
+	Shadow   string `json:"shadow"`   // hash of the shadow's, without secondary indexes
+	// Indexes are the secondary indexes the new table ends with (the
+	// shadow has them once built).
+	Indexes []schema.KeyDef `json:"indexes"`
+	Server  string          `json:"server"` // server_uuid
+	File    string          `json:"file"`
+	Pos     uint32          `json:"pos"`
+	Copied  bool            `json:"copied"` // the copy is done
+	Todo    []todoSpan      `json:"todo"`   // key intervals still to copy
+	Rows    int64           `json:"rows"`   // rows copied outside Todo
+	// Artifacts are the other tables the run created (postponed cut-over,
+	// heartbeat), dropped when the work ends.
+	Artifacts []string  `json:"artifacts"`
+	At        time.Time `json:"at"`
+	// Run is the RunID of the run that wrote it: a statement of that run
+	// may still run on the server after sluice died (resume.go ends them).
+	Run string `json:"run"`
+}
+
+// todoSpan is a key interval (Lo, Hi] to copy; a missing bound is open.
+// Bounds are rowkey.Key.Encode in hex.
+type todoSpan struct {
+	Lo *string `json:"lo,omitempty"`
+	Hi *string `json:"hi,omitempty"`
+}
+
+func encodeBound(k rowkey.Key) *string {
+	if k == nil {
+		return nil
+	}
+	s := hex.EncodeToString([]byte(k.Encode()))
+	return &s
+}
+
+func decodeBound(s *string) (rowkey.Key, error) {
+	if s == nil {
+		return nil, nil
+	}
+	b, err := hex.DecodeString(*s)
+	if err != nil {
+		return nil, err
+	}
+	return rowkey.DecodeKey(string(b))
+}
+
+// todoSpans turns intervals into their stored form.
+func todoSpans(spans []ranges.Span) []todoSpan {
+	out := make([]todoSpan, len(spans))
+	for i, s := range spans {
+		out[i] = todoSpan{Lo: encodeBound(s.Lo), Hi: encodeBound(s.Hi)}
+	}
+	return out
+}
+
+// spans returns the intervals still to copy.
+func (cp *checkpoint) spans() ([]ranges.Span, error) {
+	out := make([]ranges.Span, len(cp.Todo))
+	for i, t := range cp.Todo {
+		lo, err := decodeBound(t.Lo)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint interval %d: %w", i, err)
+		}
+		hi, err := decodeBound(t.Hi)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint interval %d: %w", i, err)
+		}
+		out[i] = ranges.Span{Lo: lo, Hi: hi}
+	}
+	return out, nil
+}
+
+// createCheckpointTable creates _T_ckpt; one that exists is an error.
+func (r *Runner) createCheckpointTable(ctx context.Context) error {
+	comment := fmt.Sprintf("sluice checkpoint of the migration of %s: run the same sluice migrate again to resume, or with --restart", r.orig.Name)
+	_, err := r.db.ExecContext(ctx, "CREATE TABLE "+dbconn.QuoteTable(r.cfg.Database, r.names.Checkpoint)+
+		" (id TINYINT UNSIGNED NOT NULL PRIMARY KEY, body LONGTEXT NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) COMMENT="+
+		dbconn.QuoteString(comment))
+	if err != nil {
+		return fmt.Errorf("create the checkpoint table %s: %w", r.names.Checkpoint, err)
+	}
+	r.ckptCreated = true
+	return nil
+}
+
+// saveCheckpoint writes cp.
+func (r *Runner) saveCheckpoint(ctx context.Context, cp *checkpoint) error {
+	cp.At, cp.Run = time.Now().UTC(), r.cfg.Conn.RunID
+	body, err := json.Marshal(cp)
+	if err != nil {
+		return err
+	}
+	_, err = r.db.ExecContext(ctx, "REPLACE INTO "+dbconn.QuoteTable(r.cfg.Database, r.names.Checkpoint)+" (id, body) VALUES (1, ?)", string(body))
+	if err != nil {
+		return fmt.Errorf("write the checkpoint: %w", err)
+	}
+	return nil
+}
+
+// loadCheckpoint reads the checkpoint; found is false when its table does
+// not exist, cp is nil when the table holds none.
+func loadCheckpoint(ctx context.Context, db *sql.DB, database, table string) (cp *checkpoint, found bool, err error) {
+	var body string
+	err = db.QueryRowContext(ctx, "SELECT body FROM "+dbconn.QuoteTable(database, table)+" WHERE id = 1").Scan(&body)
+	switch {
+	case dbconn.ErrorNumber(err) == 1146:
+		return nil, false, nil
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, true, nil
+	case err != nil:
+		return nil, true, fmt.Errorf("read the checkpoint %s: %w", table, err)
+	}
+	cp = &checkpoint{}
+	if err := json.Unmarshal([]byte(body), cp); err != nil {
+		return nil, true, fmt.Errorf("the checkpoint in %s cannot be read (%v): run with --restart to start over", table, err)
+	}
+	return cp, true, nil
+}
+
+var autoIncOption = regexp.MustCompile(` AUTO_INCREMENT=[0-9]+`)
+
+// definitionHash hashes a table's definition as SHOW CREATE TABLE gives it,
+// without its name and its AUTO_INCREMENT counter, and without its
+// secondary indexes when stripIndexes is set (the shadow gains them during
+// the run).
+func definitionHash(ctx context.Context, db *sql.DB, database, table string, stripIndexes bool) (string, error) {
+	ddl, err := schema.ShowCreate(ctx, db, database, table)
+	if err != nil {
+		return "", err
+	}
+	return hashDefinition(ddl, stripIndexes), nil
+}
+
+func hashDefinition(ddl string, stripIndexes bool) string {
+	skip := map[string]bool{}
+	if stripIndexes {
+		for _, k := range schema.SecondaryKeys(ddl) {
+			skip[k.Def] = true
+		}
+	}
+	var keep []string
+	for i, line := range strings.Split(autoIncOption.ReplaceAllString(ddl, ""), "\n") {
+		l := strings.TrimSuffix(strings.TrimSpace(line), ",")
+		switch {
+		case i == 0:
+			l = "CREATE TABLE" // the name differs once the shadow is swapped in
+		case skip[l]:
+			continue
+		}
+		keep = append(keep, l)
+	}
+	sum := sha256.Sum256([]byte(strings.Join(keep, "\n")))
+	return hex.EncodeToString(sum[:])
+}
+
+// position returns the checkpoint's binlog position.
+func (cp *checkpoint) position() binlog.Position {
+	return binlog.Position{File: cp.File, Pos: cp.Pos}
+}
+
+// startCheckpoint prepares the run's checkpoint once the shadow is made (its
+// first write, with the binlog position, is in startCapture).
+func (r *Runner) startCheckpoint(ctx context.Context) error {
+	orig, err := definitionHash(ctx, r.db, r.cfg.Database, r.cfg.Table, false)
+	if err != nil {
+		return err
+	}
+	ddl, err := schema.ShowCreate(ctx, r.db, r.cfg.Database, r.names.Shadow)
+	if err != nil {
+		return err
+	}
+	var uuid string
+	if err := r.db.QueryRowContext(ctx, "SELECT @@server_uuid").Scan(&uuid); err != nil {
+		return err
+	}
+	r.ckpt = &checkpoint{Format: checkpointFormat, Version: r.cfg.Version, Alter: r.cfg.Alter, Original: orig,
+		Shadow: hashDefinition(ddl, true), Indexes: append(schema.SecondaryKeys(ddl), r.deferred...), Server: uuid}
+	if r.postponeCreated {
+		r.ckpt.Artifacts = append(r.ckpt.Artifacts, r.names.Postpone)
+	}
+	return nil
+}
+
+// addArtifact records a table the run is about to create, so that a later
+// run can drop it.
+func (r *Runner) addArtifact(ctx context.Context, name string) error {
+	r.ckptMu.Lock()
+	defer r.ckptMu.Unlock()
+	if r.ckpt == nil || slices.Contains(r.ckpt.Artifacts, name) {
+		return nil
+	}
+	r.ckpt.Artifacts = append(r.ckpt.Artifacts, name)
+	if r.ckpt.File == "" {
+		return nil // not written yet: the first write carries it
+	}
+	return r.saveCheckpoint(ctx, r.ckpt)
+}
+
+// checkpointLoop records the run's progress every CheckpointInterval until
+// ctx is done or the swap begins.
+func (r *Runner) checkpointLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if r.settling() {
+			return
+		}
+		if err := r.writeCheckpoint(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("could not record progress; trying again at the next checkpoint", "error", err)
+		}
+	}
+}
+
+// writeCheckpoint records the copy's intervals still to do and the earliest
+// binlog position a resumed run must read from (see Scheduler.Progress).
+func (r *Runner) writeCheckpoint(ctx context.Context) error {
+	// The stream's position first: every key marked up to it is in the
+	// scheduler when Progress looks.
+	now := r.streamer.Position()
+	p := r.sched.Progress()
+	r.ckptMu.Lock()
+	defer r.ckptMu.Unlock()
+	cp := *r.ckpt
+	pos := now
+	if p.HasSince && p.Since.Compare(now) < 0 {
+		pos = p.Since
+	}
+	cp.File, cp.Pos, cp.Copied, cp.Todo = pos.File, pos.Pos, p.Copied, todoSpans(p.Todo)
+	if p.Copied {
+		cp.Todo = nil
+	}
+	if c := r.copier.Load(); c != nil {
+		cp.Rows = r.res.ResumedRows + c.Rows()
+	}
+	if err := r.saveCheckpoint(ctx, &cp); err != nil {
+		return err
+	}
+	*r.ckpt = cp
+	return nil
+}
+
+// finalCheckpoint records the progress of a run that stops and keeps its
+// work; the apply workers have stopped or are stopping, so it is as late as
+// the last applied change.
+func (r *Runner) finalCheckpoint(ctx context.Context) error {
+	if r.streamer == nil || r.sched == nil {
+		return nil
+	}
+	return r.writeCheckpoint(ctx)
+}

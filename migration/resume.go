@@ -1,0 +1,378 @@
+package migration
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/mdl"
+	"github.com/sluicedb/sluice/internal/ranges"
+	"github.com/sluicedb/sluice/internal/schema"
+)
+
+// Resume: a run holds a named lock for its whole life, so that two runs of
+// one table cannot both work on its shadow; the lock goes with the
+// connection when sluice dies. A run that finds a checkpoint of the same
+// work takes it up (checkpoint.go); one that does not match says why and
+// changes nothing.
+
+// runLockName is the named lock of the migration of database.table.
+func runLockName(database, table string) string {
+	sum := sha256.Sum256([]byte(database + "\x00" + table))
+	return "sluice:" + hex.EncodeToString(sum[:16])
+}
+
+// takeRunLock takes the table's named lock, or says another run holds it.
+func (r *Runner) takeRunLock(ctx context.Context) error {
+	conn, err := r.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", runLockName(r.cfg.Database, r.cfg.Table)).Scan(&got); err != nil {
+		conn.Close()
+		return fmt.Errorf("%w: take the migration's lock: %w", ErrPreflight, err)
+	}
+	if got.Int64 != 1 {
+		discard(conn)
+		return preflightErr("another migration of %s.%s is running (a sluice run holds its lock); wait for it to end, or stop it first", r.cfg.Database, r.cfg.Table)
+	}
+	r.runLock = conn
+	return nil
+}
+
+// releaseRunLock ends the run's hold on the table (teardown).
+func (r *Runner) releaseRunLock(ctx context.Context) {
+	if r.runLock == nil {
+		return
+	}
+	r.runLock.ExecContext(ctx, "DO RELEASE_LOCK(?)", runLockName(r.cfg.Database, r.cfg.Table))
+	discard(r.runLock)
+	r.runLock = nil
+}
+
+// discard closes a connection without returning it to the pool.
+func discard(conn *sql.Conn) {
+	conn.Raw(func(any) error { return driver.ErrBadConn })
+	conn.Close()
+}
+
+// restartHint ends every message about a checkpoint that cannot be resumed.
+const restartHint = "run with --restart to drop it and start over"
+
+// previousRun looks for the work of an earlier run of this migration
+// (preflight, with the run lock held). It sets r.resume to a checkpoint to
+// take up, or r.res.AlreadyDone when that run had swapped the tables, or
+// refuses with one line saying what does not match.
+func (r *Runner) previousRun(ctx context.Context) error {
+	cp, found, err := loadCheckpoint(ctx, r.db, r.cfg.Database, r.names.Checkpoint)
+	if err != nil {
+		if r.cfg.Restart {
+			return r.dropPrevious(ctx, nil)
+		}
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
+	if !found {
+		return nil // no earlier run; copyPreflight refuses a stray shadow
+	}
+	if cp != nil && r.cfg.Restart {
+		if err := r.endEarlierRun(ctx, cp.Run); err != nil {
+			return err
+		}
+	}
+	if cp == nil || r.cfg.Restart {
+		// A run that died before recording anything left nothing to keep.
+		if cp == nil {
+			r.log.Info("an earlier run left no progress; starting over", "checkpoint", r.names.Checkpoint)
+		} else {
+			r.log.Info("--restart: dropping the earlier run's work", "shadow", r.names.Shadow, "checkpoint", r.names.Checkpoint)
+		}
+		return r.dropPrevious(ctx, cp)
+	}
+	if err := r.endEarlierRun(ctx, cp.Run); err != nil {
+		return err
+	}
+	where := r.cfg.Database + "." + r.names.Checkpoint
+	switch {
+	case cp.Format != checkpointFormat || cp.Version != r.cfg.Version:
+		return preflightErr("the checkpoint in %s was written by sluice %s (this is %s): finish it with that version, or %s", where, cp.Version, r.cfg.Version, restartHint)
+	case strings.TrimSpace(cp.Alter) != strings.TrimSpace(r.cfg.Alter):
+		return preflightErr("the checkpoint in %s is of another ALTER (%s): run that ALTER to resume it, or %s", where, cp.Alter, restartHint)
+	}
+	shadow, err := r.tableExists(ctx, r.names.Shadow)
+	if err != nil {
+		return err
+	}
+	if !shadow {
+		// Swapped already? Then the table is the shadow under its name.
+		h, err := definitionHash(ctx, r.db, r.cfg.Database, r.cfg.Table, true)
+		if err != nil {
+			return err
+		}
+		if h == cp.Shadow {
+			r.log.Info("an earlier run of this migration swapped the tables before it stopped; cleaning up after it")
+			r.res.AlreadyDone = true
+			return r.dropPrevious(ctx, cp)
+		}
+		return preflightErr("the checkpoint in %s has no shadow table %s to resume: %s", where, r.names.Shadow, restartHint)
+	}
+	if h, err := definitionHash(ctx, r.db, r.cfg.Database, r.cfg.Table, false); err != nil {
+		return err
+	} else if h != cp.Original {
+		return preflightErr("table %s changed since the checkpoint in %s was written: %s", r.cfg.Table, where, restartHint)
+	}
+	ddl, err := schema.ShowCreate(ctx, r.db, r.cfg.Database, r.names.Shadow)
+	if err != nil {
+		return err
+	}
+	if hashDefinition(ddl, true) != cp.Shadow || !builtSubset(schema.SecondaryKeys(ddl), cp.Indexes) {
+		return preflightErr("the shadow table %s changed since the checkpoint in %s was written: %s", r.names.Shadow, where, restartHint)
+	}
+	var uuid string
+	if err := r.db.QueryRowContext(ctx, "SELECT @@server_uuid").Scan(&uuid); err != nil {
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
+	if uuid != cp.Server {
+		return preflightErr("the checkpoint in %s was written on another server (server_uuid %s, this is %s): %s", where, cp.Server, uuid, restartHint)
+	}
+	if ok, err := r.binlogHas(ctx, cp.File); err != nil {
+		return err
+	} else if !ok {
+		return preflightErr("binlog %s, from which the checkpoint in %s resumes, has been purged: %s", cp.File, where, restartHint)
+	}
+	r.resume = cp
+	return nil
+}
+
+// builtSubset reports whether every secondary index the shadow has is one of
+// the new table's.
+func builtSubset(have, want []schema.KeyDef) bool {
+	for _, k := range have {
+		if !slices.ContainsFunc(want, func(w schema.KeyDef) bool { return w.Def == k.Def }) {
+			return false
+		}
+	}
+	return true
+}
+
+// binlogHas reports whether the server still has binlog file.
+func (r *Runner) binlogHas(ctx context.Context, file string) (bool, error) {
+	rows, err := r.db.QueryContext(ctx, "SHOW BINARY LOGS")
+	if err != nil {
+		return false, fmt.Errorf("%w: list the binlogs: %w", ErrPreflight, err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	for rows.Next() {
+		vals := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return false, err
+		}
+		if string(vals[0]) == file {
+			return true, nil
+		}
+	}
+	return false, rows.Err()
+}
+
+func (r *Runner) tableExists(ctx context.Context, name string) (bool, error) {
+	var n int
+	err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
+		r.cfg.Database, name).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
+	return n > 0, nil
+}
+
+// dropPrevious drops an earlier run's shadow, checkpoint and the other
+// tables its checkpoint lists (--restart, or after its swap). The shadow
+// goes only with a checkpoint beside it: a _T_new without one may be
+// another tool's.
+func (r *Runner) dropPrevious(ctx context.Context, cp *checkpoint) error {
+	var names []string
+	switch {
+	case cp == nil:
+		// The run died before its first write: the tables it makes before
+		// that, after the checkpoint table, are its own.
+		names = append(names, r.names.Shadow, r.names.Postpone)
+	case !r.res.AlreadyDone:
+		names = append(names, r.names.Shadow)
+		fallthrough
+	default:
+		names = append(names, cp.Artifacts...)
+	}
+	names = append(names, r.names.Checkpoint)
+	for _, n := range names {
+		if err := r.dropGuarded(ctx, n); err != nil {
+			return fmt.Errorf("%w: drop %s: %w", ErrPreflight, n, err)
+		}
+	}
+	return nil
+}
+
+// resumable reports whether a run that failed with err should keep its
+// shadow and checkpoint for the next run: the cut-over could not get its
+// lock before the deadline, or a connection was lost.
+func resumable(err error) bool {
+	return errors.Is(err, mdl.ErrDeadline) || dbconn.ConnectionLost(err)
+}
+
+// resumeShadow takes up the shadow of the checkpoint: the indexes still to
+// build are the new table's that it lacks.
+func (r *Runner) resumeShadow(ctx context.Context) error {
+	r.shadowCreated, r.ckptCreated, r.ckpt = true, true, r.resume
+	var err error
+	if r.shadow, err = schema.Load(ctx, r.db, r.cfg.Database, r.names.Shadow); err != nil {
+		return err
+	}
+	ddl, err := schema.ShowCreate(ctx, r.db, r.cfg.Database, r.names.Shadow)
+	if err != nil {
+		return err
+	}
+	have := schema.SecondaryKeys(ddl)
+	for _, k := range r.resume.Indexes {
+		if !slices.ContainsFunc(have, func(h schema.KeyDef) bool { return h.Def == k.Def }) {
+			r.deferred = append(r.deferred, k)
+		}
+	}
+	postponed, err := r.tableExists(ctx, r.names.Postpone)
+	if err != nil {
+		return err
+	}
+	switch {
+	case r.cfg.PostponeCutover && postponed:
+		r.postponeCreated = true
+	case r.cfg.PostponeCutover:
+		if err := r.addArtifact(ctx, r.names.Postpone); err != nil {
+			return err
+		}
+		if err := r.createPostpone(ctx); err != nil {
+			return err
+		}
+	case postponed:
+		if err := r.dropGuarded(ctx, r.names.Postpone); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(r.resume.Artifacts, r.names.Heartbeat) {
+		// The earlier run's heartbeat; this run makes its own if it needs one.
+		if err := r.dropGuarded(ctx, r.names.Heartbeat); err != nil {
+			return err
+		}
+	}
+	r.res.Resumed, r.res.ResumedRows = true, r.resume.Rows
+	r.log.Info("resuming the earlier run from its checkpoint", "checkpoint", r.names.Checkpoint, "written", r.resume.At.Format(time.RFC3339),
+		"copy_done", r.resume.Copied, "rows_copied", r.resume.Rows, "binlog", r.resume.position().String())
+	return r.shadowReady(ctx)
+}
+
+// resumeCopy prepares the copy of a resumed run: done when the earlier run
+// had finished it, else the intervals still to copy (nil for a fresh run),
+// emptied in the shadow first (a range above a lane's watermark may have
+// been copied in part, or whole, out of order).
+func (r *Runner) resumeCopy(ctx context.Context) (within []ranges.Span, done bool, err error) {
+	if r.resume == nil {
+		return nil, false, nil
+	}
+	if r.resume.Copied {
+		r.sched.CopyDone()
+		r.log.Info("the earlier run had copied every row")
+		return nil, true, nil
+	}
+	within, err = r.resume.spans()
+	if err != nil {
+		return nil, false, err
+	}
+	shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
+	var cleared int64
+	for _, sp := range within {
+		where, args := sp.Where(r.key)
+		for {
+			res, err := r.db.ExecContext(ctx, "DELETE FROM "+shadowQ+" WHERE "+where+" LIMIT 5000", args...)
+			if err != nil {
+				return nil, false, fmt.Errorf("clear the ranges to copy again: %w", err)
+			}
+			n, _ := res.RowsAffected()
+			cleared += n
+			if n < 5000 {
+				break
+			}
+		}
+	}
+	r.log.Info("copying what the earlier run had not", "intervals", len(within), "rows_cleared", cleared)
+	return within, false, nil
+}
+
+// resumeWithin tells the scheduler which intervals the resumed copy covers,
+// so that a change outside them (copied by the earlier run) is applied at
+// once.
+func (r *Runner) resumeWithin(ctx context.Context) error {
+	spans, err := r.resume.spans()
+	if err != nil {
+		return err
+	}
+	return r.sched.Within(ctx, spans)
+}
+
+// endEarlierRun ends the sessions the run that wrote the checkpoint left on
+// the server: a statement sent before sluice died (a range copy, an index
+// build) runs on until the server notices, and would write into the shadow
+// while this run resumes. It kills them and waits until they are gone (an
+// index build rolls back first).
+func (r *Runner) endEarlierRun(ctx context.Context, run string) error {
+	if run == "" || run == r.cfg.Conn.RunID {
+		return nil
+	}
+	deadline := time.Now().Add(r.cfg.LockDeadline)
+	for logged := false; ; {
+		rows, err := r.db.QueryContext(ctx, "SELECT PROCESSLIST_ID FROM performance_schema.session_connect_attrs WHERE ATTR_NAME = ? AND ATTR_VALUE = ?",
+			mdl.RunAttr, run)
+		if err != nil {
+			return fmt.Errorf("%w: find the sessions of the earlier run: %w", ErrPreflight, err)
+		}
+		var ids []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		if !logged {
+			r.log.Info("ending the earlier run's sessions still on the server", "sessions", len(ids))
+			logged = true
+		}
+		for _, id := range ids {
+			r.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id)) // gone already is fine
+		}
+		if time.Now().After(deadline) {
+			return preflightErr("the earlier run's sessions %v are still on the server after KILL; wait for them to end and run again", ids)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package migration_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/testdb"
+	"github.com/sluicedb/sluice/migration"
+)
+
+// childJob is a migration run in a child process, so that it can be killed
+// with SIGKILL: nothing of sluice runs after it, as after a crash.
+type childJob struct {
+	DSN      string
+	Database string
+	Table    string
+	Alter    string
+	Postpone bool
+	Every    time.Duration
+}
+
+// TestResumeChild runs the migration of SLUICE_RESUME_CHILD (a childJob in
+// JSON) and prints its result; it is the child of TestKillAndResume.
+func TestResumeChild(t *testing.T) {
+	spec := os.Getenv("SLUICE_RESUME_CHILD")
+	if spec == "" {
+		t.Skip("the child of TestKillAndResume")
+	}
+	var job childJob
+	if err := json.Unmarshal([]byte(spec), &job); err != nil {
+		t.Fatal(err)
+	}
+	conn, _, err := dbconn.ParseDSN(job.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := migration.Config{Conn: conn, Database: job.Database, Table: job.Table, Alter: job.Alter, Method: "copy",
+		Approve: allRisks, ChunkTime: 10 * time.Millisecond, CopyWorkers: 2, PostponeCutover: job.Postpone,
+		CheckpointInterval: job.Every, DropOld: true, LockDeadline: 20 * time.Second,
+		OnPhase: func(name string) { fmt.Printf("\nPHASE %s\n", name) }}
+	res, err := mustRunner(t, cfg).Run(context.Background())
+	out, _ := json.Marshal(res)
+	fmt.Printf("\nRESULT %s\n", out)
+	if err != nil {
+		fmt.Printf("ERROR %v\n", err)
+		os.Exit(3)
+	}
+}
+
+// childRun is one child process.
+type childRun struct {
+	cmd  *exec.Cmd
+	out  *testdb.SyncBuffer
+	done chan error
+}
+
+func startChild(t *testing.T, job childJob) *childRun {
+	t.Helper()
+	spec, _ := json.Marshal(job)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestResumeChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SLUICE_RESUME_CHILD="+string(spec))
+	out := &testdb.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &childRun{cmd: cmd, out: out, done: make(chan error, 1)}
+	go func() { c.done <- cmd.Wait() }()
+	return c
+}
+
+// result parses the child's result line.
+func (c *childRun) result(t *testing.T) (migration.Result, string) {
+	t.Helper()
+	var res migration.Result
+	s := c.out.String()
+	i := strings.LastIndex(s, "\nRESULT ")
+	if i < 0 {
+		t.Fatalf("the child printed no result:\n%s", s)
+	}
+	line := s[i+len("\nRESULT "):]
+	line, rest, _ := strings.Cut(line, "\n")
+	if err := json.Unmarshal([]byte(line), &res); err != nil {
+		t.Fatalf("child result %q: %v", line, err)
+	}
+	errLine := ""
+	if j := strings.Index(rest, "ERROR "); j >= 0 {
+		errLine, _, _ = strings.Cut(rest[j+len("ERROR "):], "\n")
+	}
+	return res, errLine
+}
+
+// TestKillAndResume: migrations of a table under eight writers, each run in
+// a child process that is killed with SIGKILL at a random moment (copy,
+// index build, checksum, postponed wait, cut-over) and then started again
+// with the same command, which resumes; after at least 20 kills the table
+// equals an independent model of the writes (each writer's statements
+// replayed onto a reference table). SLUICE_RESUME_SEED replays the kill
+// times.
+func TestKillAndResume(t *testing.T) {
+	if os.Getenv("SLUICE_RESUME_CHILD") != "" {
+		t.Skip()
+	}
+	db := testdb.New(t)
+	db.MustExec(t, `CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, k INT NOT NULL DEFAULT 0,
+		c CHAR(120) NOT NULL DEFAULT '', pad VARCHAR(60), KEY k_1 (k))`)
+	w := sysbenchWorkload()
+	const rows = 60000
+	db.MustExec(t, "CREATE TABLE model_ref LIKE t")
+	w.load(t, db, "model_ref", rows)
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("SLUICE_RESUME_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (SLUICE_RESUME_SEED)", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+
+	stop := make(chan struct{})
+	wait := w.run(t, db, stop)
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+			wait()
+		}
+	}()
+	alters := []string{"ADD COLUMN extra INT NOT NULL DEFAULT 7", "DROP COLUMN extra"}
+	kills, resumed, migrations := 0, 0, 0
+	phasesHit := map[string]int{}
+	for kills < 20 || migrations == 0 {
+		job := childJob{DSN: os.Getenv(testdb.Env), Database: db.Name, Table: "t", Alter: alters[migrations%2],
+			Postpone: rng.IntN(4) == 0, Every: 200 * time.Millisecond}
+		for {
+			c := startChild(t, job)
+			final := kills >= 20
+			if job.Postpone && (final || rng.IntN(2) == 0) {
+				go triggerWhenPostponed(db, "t")
+			}
+			// The kill comes a random moment after a phase picked at random
+			// starts (or when the child gets past it).
+			targets := []string{"shadow", "copy", "copy", "index", "catch-up", "checksum", "cut-over"}
+			if job.Postpone {
+				targets = append(targets, "postponed", "postponed")
+			}
+			target := targets[rng.IntN(len(targets))]
+			delay := time.Duration(rng.IntN(400)) * time.Millisecond
+			var err error
+			killed := false
+			if final {
+				err = <-c.done
+			} else {
+				err, killed = c.killIn(target, delay)
+				if killed {
+					phasesHit[c.phase()]++
+					kills++
+				}
+			}
+			if killed && !finished(t, db, job.Alter) {
+				continue // the same command again
+			}
+			if killed {
+				break // killed after it had finished: the swap and the cleanup were done
+			}
+			if job.Postpone && err != nil {
+				t.Fatalf("postponed child: %v\n%s", err, c.out)
+			}
+			if err == nil {
+				res, _ := c.result(t)
+				if res.Resumed || res.AlreadyDone {
+					resumed++
+				}
+				break
+			}
+			res, errLine := c.result(t)
+			t.Fatalf("the child failed (not killed): %s (kept %q)\n%s", errLine, res.Kept, c.out)
+		}
+		migrations++
+	}
+	close(stop)
+	wait()
+	w.replay(t, db, "model_ref")
+	compare(t, db, "t", "model_ref", "id, k, c, pad", "id")
+	t.Logf("%d migrations, %d kills, %d runs resumed; kills by phase %v; %d writes", migrations, kills, resumed, phasesHit, w.ops.Load())
+	if resumed == 0 {
+		t.Error("no run resumed: the kills all missed the migrations")
+	}
+	for _, n := range db.Tables(t) {
+		if n != "t" && n != "model_ref" {
+			t.Errorf("left behind: %s", n)
+		}
+	}
+}
+
+// killIn kills the child delay after it starts phase target (or any later
+// one), unless it ends first; it returns the child's exit error and whether
+// it was killed.
+func (c *childRun) killIn(target string, delay time.Duration) (error, bool) {
+	order := []string{"start", "preflight", "shadow", "capture", "copy", "index", "catch-up", "checksum", "postponed", "cut-over"}
+	rank := func(p string) int { return slices.Index(order, p) }
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-c.done:
+			return err, false
+		case <-tick.C:
+		}
+		if rank(c.phase()) >= rank(target) {
+			break
+		}
+	}
+	select {
+	case err := <-c.done:
+		return err, false
+	case <-time.After(delay):
+	}
+	c.cmd.Process.Signal(syscall.SIGKILL)
+	<-c.done
+	return nil, true
+}
+
+// phase is the last phase the child started.
+func (c *childRun) phase() string {
+	s := c.out.String()
+	i := strings.LastIndex(s, "\nPHASE ")
+	if i < 0 {
+		return "start"
+	}
+	p, _, _ := strings.Cut(s[i+len("\nPHASE "):], "\n")
+	return p
+}
+
+// triggerWhenPostponed drops the postponed cut-over's table once it exists
+// and the run waits on it.
+func triggerWhenPostponed(db *testdb.DB, table string) {
+	for range 600 {
+		time.Sleep(100 * time.Millisecond)
+		if err := migration.TriggerCutover(context.Background(), db.DB, db.Name, table); err == nil {
+			return
+		}
+	}
+}
+
+// finished reports whether the migration alter of table t is complete: its
+// checkpoint is gone and the table has the new shape.
+func finished(t *testing.T, db *testdb.DB, alter string) bool {
+	t.Helper()
+	var ckpt, extra int
+	if err := db.QueryRow(`SELECT COALESCE(SUM(TABLE_NAME = '_t_ckpt'), 0) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?`, db.Name).Scan(&ckpt); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 't' AND COLUMN_NAME = 'extra'`, db.Name).Scan(&extra); err != nil {
+		t.Fatal(err)
+	}
+	return ckpt == 0 && (extra == 1) == strings.HasPrefix(alter, "ADD")
+}
