@@ -20,7 +20,7 @@ type Options struct {
 	DSN         string
 	Sluice      string // path of the sluice binary
 	Rows        int    // sysbench table size (default 1,000,000)
-	LoadThreads int    // sysbench threads (default 8)
+	LoadThreads int    // sysbench threads, and the key round's writers (default 8)
 	LoadRatio   float64
 	Baseline    time.Duration // load before each timed ALTER (default 10s)
 	SkipFull    bool          // skip the unthrottled-load runs
@@ -39,7 +39,19 @@ type Options struct {
 	// PtOsc is the command that runs pt-online-schema-change ("" skips the
 	// peer), e.g. "scripts/sandbox.sh pt-osc".
 	PtOsc string
-	Out   io.Writer
+	// Replicas is the command that manages the sandbox's replicas
+	// ("CMD down", "CMD reset", "CMD up 1", "CMD status"), e.g.
+	// "scripts/sandbox.sh replicas". With it the other rounds run with the
+	// replicas down, and the replica round runs with one fresh replica. ""
+	// leaves the replicas alone and the replica round out.
+	Replicas    string
+	SkipReplica bool // leave the replica round out
+	SkipKeys    bool // leave the key-type round out
+	// SkipSysbench leaves out the sysbench rounds of sbtest1 (idle, load,
+	// unthrottled); the load's capacity is still measured.
+	SkipSysbench bool
+	MaxLag       time.Duration // the replica round's --max-lag for sluice and pt-online-schema-change (default 1s)
+	Out          io.Writer
 }
 
 const (
@@ -51,15 +63,22 @@ const (
 
 // toolMarkers pick out the statements of the tool under test in a deadlock:
 // sluice's and pt-online-schema-change's name the shadow table, sluice's read
-// with FOR SHARE, a native ALTER is one. sysbench's statements have none.
-var toolMarkers = []string{"_sbtest1_new", "FOR SHARE", "ALTER TABLE"}
+// with FOR SHARE, a native ALTER is one. sysbench's statements have none, nor
+// have the key round's load generator's.
+func toolMarkers(table string) []string {
+	return []string{"_" + table + "_new", "FOR SHARE", "ALTER TABLE"}
+}
 
 // opResult is what one ALTER reports beyond its time: sluice's peak memory
 // and phase timings.
 type opResult struct {
-	rssMB  float64
-	phases string
-	spans  []phaseSpan // sluice's phases on the wall clock
+	rssMB   float64
+	phases  string
+	spans   []phaseSpan   // sluice's phases on the wall clock
+	catchUp time.Duration // sluice's catch-up phase
+	// replicas is the tool's own account of the replicas it watched ("" when
+	// it watched none or says nothing).
+	replicas string
 }
 
 // opFunc runs one ALTER.
@@ -69,28 +88,58 @@ type opFunc func(context.Context) (opResult, error)
 type step struct {
 	name, load string
 	op         opFunc
-	isF        bool // the idle in-place rebuild: F
+	isF        bool   // the idle in-place rebuild: F
+	table      string // the table restored before it ("": sbtest1)
+	// ownLoad: under load, the bench's own load generator drives table
+	// (the key round), not sysbench.
+	ownLoad bool
 }
 
 // result is one timed ALTER.
 type result struct {
 	name   string
 	load   string
+	round  string // "" (the sysbench rounds), "keys" or "replica"
+	table  string
 	wall   time.Duration
 	before Window
 	during Window
 	rssMB  float64
 	// f is the idle in-place rebuild (F) timed last before this run, in the
 	// same round: the run's own yardstick, since the host's speed drifts.
-	f      time.Duration
-	phases string // sluice's phase timings
+	f       time.Duration
+	phases  string        // sluice's phase timings
+	catchUp time.Duration // sluice's catch-up phase
 	// lowIn names the sluice phases the load's lowest second fell in.
 	lowIn   string
 	failure string
 	// deadlocks InnoDB reported during the ALTER, and those with one of the
 	// tool's own statements in them
 	deadlocks, toolDeadlocks int
+	lag                      *lagResult // the replica's lag, in the replica round
+	toolReplicas             string     // the tool's own account of the replicas it watched
 }
+
+// benchRun is one "sluice-bench run": the server, the results so far and
+// the state of the round being timed.
+type benchRun struct {
+	s       *Server
+	o       Options
+	results []result
+	lastF   time.Duration
+	round   string   // the round being timed: "" (sysbench rounds), "keys", "replica"
+	replica *replica // the replica attached in the replica round (nil: none)
+	// replicaAddr is the replica round's replica, host:port.
+	replicaAddr string
+	// keyCapacity is what the key round's own load generator sustains on
+	// sbtest1; keyRate the rate of its load.
+	keyCapacity, keyRate float64
+	// rate is the sysbench load's rate, from the capacity measured without
+	// a replica.
+	rate float64
+}
+
+func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
 
 // Run runs every scenario and prints the table of results.
 func Run(ctx context.Context, o Options) error {
@@ -109,6 +158,9 @@ func Run(ctx context.Context, o Options) error {
 	if o.Repeat <= 0 {
 		o.Repeat = 1
 	}
+	if o.MaxLag <= 0 {
+		o.MaxLag = time.Second
+	}
 	if err := ensureSysbench(); err != nil {
 		return err
 	}
@@ -120,126 +172,57 @@ func Run(ctx context.Context, o Options) error {
 	if err := s.prepareTemplate(ctx, o.Rows); err != nil {
 		return err
 	}
+	if !o.SkipKeys {
+		if err := s.prepareKeyTemplates(ctx, o.Rows); err != nil {
+			return err
+		}
+	}
 	if o.PtOsc != "" {
 		// Untimed first call: the peer may install itself on first use.
 		if err := s.runPtOscArgs(ctx, o.PtOsc, "--version"); err != nil {
 			return err
 		}
 	}
-	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
+	b := &benchRun{s: s, o: o}
 
-	var results []result
-	var lastF time.Duration
-	// timed runs one ALTER from a freshly restored, flushed table, under a
-	// load of rate transactions a second unless load is "idle".
-	timed := func(st step, rate float64) error {
-		if err := s.reset(ctx, o.Rows); err != nil {
+	// The sysbench and key rounds run with the replicas down, as every
+	// earlier measurement did; they are put back as found at the end.
+	var reps *replicaCmd
+	replicaNote := ""
+	if o.Replicas != "" {
+		if reps, err = takeReplicasDown(ctx, o.Replicas); err != nil {
 			return err
 		}
-		r := result{name: st.name, load: st.load}
-		var l *Load
-		var from time.Duration
-		if st.load != "idle" {
-			if l, err = s.StartLoad(ctx, benchDB, o.LoadThreads, rate, 30*time.Minute); err != nil {
-				return err
-			}
-			time.Sleep(o.Baseline)
-			from = l.Since()
-		}
-		logf("%s (%s)", st.name, st.load)
-		var dl *Deadlocks
-		if l != nil {
-			dl = WatchDeadlocks(ctx, s.DB, toolMarkers...)
-		}
-		start := time.Now()
-		out, err := st.op(ctx)
-		r.wall, r.rssMB, r.phases = time.Since(start), out.rssMB, out.phases
-		if st.isF && err == nil {
-			lastF = r.wall
-		}
-		r.f = lastF
-		if dl != nil {
-			r.deadlocks, r.toolDeadlocks = dl.Stop()
-		}
-		if err != nil {
-			r.failure = err.Error()
-		}
-		if l != nil {
-			to := l.Since()
-			time.Sleep(2 * time.Second)
-			l.Stop()
-			r.before = l.Between(2*time.Second, from)
-			r.during = l.Between(from, to)
-			if len(out.spans) > 0 && r.during.Seconds > 0 {
-				lo, hi := l.Second(r.during.MinAt)
-				r.lowIn = strings.Join(phasesIn(out.spans, lo, hi), "/")
-			}
-		}
-		logf("  %s", r.wall.Round(time.Millisecond))
-		results = append(results, r)
-		return nil
+		defer reps.restore(context.WithoutCancel(ctx))
+	} else if !o.SkipReplica && !o.IdleOnly {
+		logf("no --replicas command: the replica round is left out")
 	}
-	native := func(alter string) opFunc {
-		return func(ctx context.Context) (opResult, error) {
-			_, err := s.DB.ExecContext(ctx, "ALTER TABLE "+benchDB+".sbtest1 "+alter)
-			return opResult{}, err
+	finish := func(capacity float64) {
+		if reps != nil {
+			replicaNote = reps.restore(context.WithoutCancel(ctx))
 		}
-	}
-	sluiceWith := func(alter string, extra []string) opFunc {
-		args := append(append([]string(nil), o.SluiceArgs...), extra...)
-		return func(ctx context.Context) (opResult, error) { return s.runSluice(ctx, o.Sluice, alter, args) }
-	}
-	sluice := func(alter string) opFunc {
-		return sluiceWith(alter, nil)
-	}
-	ptosc := func(alter string) opFunc {
-		return func(ctx context.Context) (opResult, error) { return opResult{}, s.runPtOsc(ctx, o.PtOsc, alter) }
-	}
-	// steps lists one load level's ALTERs; the peer only when it is available.
-	steps := func(load string, natives []step, sluiceAlter, name string) []step {
-		if o.SluiceOnly {
-			natives = natives[:0]
-		}
-		out := append(natives, step{name: "sluice " + name, load: load, op: sluice(sluiceAlter)})
-		for _, v := range o.Variants {
-			out = append(out, step{name: "sluice " + name + " " + v, load: load, op: sluiceWith(sluiceAlter, strings.Fields(v))})
-		}
-		for _, b := range o.Baselines {
-			args := append([]string(nil), o.SluiceArgs...)
-			out = append(out, step{name: "sluice " + name + " [" + b + "]", load: load, op: func(ctx context.Context) (opResult, error) {
-				return s.runSluice(ctx, b, sluiceAlter, args)
-			}})
-		}
-		if o.PtOsc != "" && !o.SluiceOnly {
-			out = append(out, step{name: "pt-online-schema-change " + name, load: load, op: ptosc(sluiceAlter)})
-		}
-		return out
-	}
-	const rebuildName, copyName = "native ALTER ENGINE=InnoDB (in-place rebuild)", "native ALTER MODIFY k BIGINT (copy, blocks writes)"
-	run := func(list []step, rate float64) error {
-		for rep := 0; rep < o.Repeat; rep++ {
-			for _, st := range list {
-				if err := timed(st, rate); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+		b.report(capacity, replicaNote)
 	}
 
 	// Every round begins with F, idle, and every run is read as a multiple
 	// of the F of its round.
-	fStep := step{name: rebuildName, load: "idle", op: native(rebuild), isF: true}
-	idle := append([]step{fStep}, steps("idle", []step{{name: copyName, load: "idle", op: native(modifyK)}}, modifyK, "MODIFY k BIGINT")...)
-	if err := run(idle, 0); err != nil {
-		return err
+	if !o.SkipSysbench {
+		idle := append([]step{b.fStep()}, b.steps("idle", []step{{name: copyName, load: "idle", op: b.native("sbtest1", modifyK)}}, modifyK, "MODIFY k BIGINT")...)
+		if err := b.run(ctx, idle, 0); err != nil {
+			return err
+		}
 	}
 	if o.IdleOnly {
-		report(o.Out, results, o.Rows, 0, o.LoadThreads)
+		if !o.SkipKeys {
+			if err := b.keyRound(ctx, false); err != nil {
+				return err
+			}
+		}
+		finish(0)
 		return nil
 	}
 
-	// What the server sustains.
+	// What the server sustains (the replica round's load too).
 	if err := s.reset(ctx, o.Rows); err != nil {
 		return err
 	}
@@ -251,20 +234,211 @@ func Run(ctx context.Context, o Options) error {
 	capacity := l.Between(3*time.Second, l.Since()).Mean
 	l.Stop()
 	rate := capacity * o.LoadRatio
+	b.rate = rate
 	logf("capacity %.0f tps; %.0f%% load is %.0f tps", capacity, o.LoadRatio*100, rate)
-	loadName := fmt.Sprintf("%.0f%% load", o.LoadRatio*100)
+	loadName := b.loadName()
 
-	if err := run(append([]step{fStep}, steps(loadName, []step{{name: copyName, load: loadName, op: native(modifyK)}}, modifyK, "MODIFY k BIGINT")...), rate); err != nil {
-		return err
-	}
-	if !o.SkipFull {
-		full := append([]step{fStep}, steps("unthrottled", []step{{name: rebuildName, load: "unthrottled", op: native(rebuild)}}, rebuild, "ENGINE=InnoDB")...)
-		if err := run(full, 0); err != nil {
+	if !o.SkipSysbench {
+		if err := b.run(ctx, append([]step{b.fStep()}, b.steps(loadName, []step{{name: copyName, load: loadName, op: b.native("sbtest1", modifyK)}}, modifyK, "MODIFY k BIGINT")...), rate); err != nil {
 			return err
 		}
 	}
-	report(o.Out, results, o.Rows, capacity, o.LoadThreads)
+	if !o.SkipFull && !o.SkipSysbench {
+		full := append([]step{b.fStep()}, b.steps("unthrottled", []step{{name: rebuildName, load: "unthrottled", op: b.native("sbtest1", rebuild)}}, rebuild, "ENGINE=InnoDB")...)
+		if err := b.run(ctx, full, 0); err != nil {
+			return err
+		}
+	}
+	if !o.SkipKeys {
+		if err := b.keyRound(ctx, true); err != nil {
+			return err
+		}
+	}
+	if reps != nil && !o.SkipReplica {
+		if err := b.replicaRound(ctx, reps, rate); err != nil {
+			return err
+		}
+	}
+	finish(capacity)
 	return nil
+}
+
+const rebuildName, copyName = "native ALTER ENGINE=InnoDB (in-place rebuild)", "native ALTER MODIFY k BIGINT (copy, blocks writes)"
+
+func (b *benchRun) loadName() string { return fmt.Sprintf("%.0f%% load", b.o.LoadRatio*100) }
+
+// fStep is F: the idle in-place rebuild of sbtest1.
+func (b *benchRun) fStep() step {
+	return step{name: rebuildName, load: "idle", op: b.native("sbtest1", rebuild), isF: true}
+}
+
+func (b *benchRun) native(table, alter string) opFunc {
+	return func(ctx context.Context) (opResult, error) {
+		_, err := b.s.DB.ExecContext(ctx, "ALTER TABLE "+benchDB+"."+table+" "+alter)
+		return opResult{}, err
+	}
+}
+
+func (b *benchRun) sluiceWith(table, alter string, extra []string) opFunc {
+	args := append(append([]string(nil), b.o.SluiceArgs...), extra...)
+	return func(ctx context.Context) (opResult, error) {
+		return b.s.runSluiceOn(ctx, b.o.Sluice, table, alter, args)
+	}
+}
+
+func (b *benchRun) ptosc(alter string) opFunc {
+	return func(ctx context.Context) (opResult, error) {
+		_, err := b.s.runPtOsc(ctx, b.o.PtOsc, alter)
+		return opResult{}, err
+	}
+}
+
+// steps lists one load level's ALTERs of sbtest1; the peer only when it is
+// available.
+func (b *benchRun) steps(load string, natives []step, sluiceAlter, name string) []step {
+	o := b.o
+	if o.SluiceOnly {
+		natives = natives[:0]
+	}
+	out := append(natives, step{name: "sluice " + name, load: load, op: b.sluiceWith("sbtest1", sluiceAlter, nil)})
+	for _, v := range o.Variants {
+		out = append(out, step{name: "sluice " + name + " " + v, load: load, op: b.sluiceWith("sbtest1", sluiceAlter, strings.Fields(v))})
+	}
+	for _, bin := range o.Baselines {
+		args := append([]string(nil), o.SluiceArgs...)
+		out = append(out, step{name: "sluice " + name + " [" + bin + "]", load: load, op: func(ctx context.Context) (opResult, error) {
+			return b.s.runSluiceOn(ctx, bin, "sbtest1", sluiceAlter, args)
+		}})
+	}
+	if o.PtOsc != "" && !o.SluiceOnly {
+		out = append(out, step{name: "pt-online-schema-change " + name, load: load, op: b.ptosc(sluiceAlter)})
+	}
+	return out
+}
+
+// run times the steps, o.Repeat times over, interleaved.
+func (b *benchRun) run(ctx context.Context, list []step, rate float64) error {
+	for rep := 0; rep < b.o.Repeat; rep++ {
+		for _, st := range list {
+			if err := b.timed(ctx, st, rate); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// timed runs one ALTER from a freshly restored, flushed table (and, in the
+// replica round, a replica that has caught up and flushed too), under a load
+// of rate transactions a second unless load is "idle".
+func (b *benchRun) timed(ctx context.Context, st step, rate float64) error {
+	s, o := b.s, b.o
+	table := st.table
+	if table == "" {
+		table = "sbtest1"
+	}
+	if err := s.resetTable(ctx, table); err != nil {
+		return err
+	}
+	var lw *lagWatch
+	if b.replica != nil {
+		if err := b.replica.settle(ctx, s); err != nil {
+			return err
+		}
+		var err error
+		if lw, err = b.replica.watch(ctx, s); err != nil {
+			return err
+		}
+		defer lw.stop()
+	}
+	r := result{name: st.name, load: st.load, round: b.round, table: table}
+	var l *Load
+	var from time.Duration
+	if st.load != "idle" {
+		var err error
+		if st.ownLoad {
+			l, err = s.StartKeyLoad(ctx, keyTableNamed(table), o.LoadThreads, rate, o.Rows)
+		} else {
+			l, err = s.StartLoad(ctx, benchDB, o.LoadThreads, rate, 30*time.Minute)
+		}
+		if err != nil {
+			return err
+		}
+		time.Sleep(o.Baseline)
+		from = l.Since()
+	}
+	logf("%s (%s)", st.name, st.load)
+	var dl *Deadlocks
+	if l != nil {
+		dl = WatchDeadlocks(ctx, s.DB, toolMarkers(table)...)
+	}
+	start := time.Now()
+	out, err := st.op(ctx)
+	end := time.Now()
+	r.wall, r.rssMB, r.phases, r.catchUp, r.toolReplicas = end.Sub(start), out.rssMB, out.phases, out.catchUp, out.replicas
+	if st.isF && err == nil {
+		b.lastF = r.wall
+	}
+	r.f = b.lastF
+	if dl != nil {
+		r.deadlocks, r.toolDeadlocks = dl.Stop()
+	}
+	if err != nil {
+		r.failure = err.Error()
+	}
+	if lw != nil {
+		// The load runs on while the replica catches up: a native ALTER
+		// only starts on the replica once it has ended on the primary.
+		lr := lw.finish(ctx, s, start, end)
+		r.lag = &lr
+		logf("  replica: worst lag %s, caught up %s after the ALTER ended", lr.during.Round(10*time.Millisecond), lr.caughtUp.Round(100*time.Millisecond))
+	}
+	if l != nil {
+		to := end.Sub(l.start)
+		if wait := 2*time.Second - time.Since(end); wait > 0 {
+			time.Sleep(wait)
+		}
+		l.Stop()
+		r.before = l.Between(2*time.Second, from)
+		r.during = l.Between(from, to)
+		if len(out.spans) > 0 && r.during.Seconds > 0 {
+			lo, hi := l.Second(r.during.MinAt)
+			r.lowIn = strings.Join(phasesIn(out.spans, lo, hi), "/")
+		}
+	}
+	logf("  %s", r.wall.Round(time.Millisecond))
+	b.results = append(b.results, r)
+	return nil
+}
+
+// report prints the sysbench rounds' table, then the key round's and the
+// replica round's.
+func (b *benchRun) report(capacity float64, replicaNote string) {
+	var main, keys, reps []result
+	for _, r := range b.results {
+		switch r.round {
+		case "keys":
+			keys = append(keys, r)
+		case "replica":
+			reps = append(reps, r)
+		default:
+			main = append(main, r)
+		}
+	}
+	if len(main) > 0 {
+		report(b.o.Out, main, b.o.Rows, capacity, b.o.LoadThreads)
+	} else if capacity > 0 {
+		fmt.Fprintf(b.o.Out, "\nsluice benchmark: %d-row tables, MySQL sandbox; sysbench's %d-thread oltp_read_write load sustains %.0f tps on sbtest1\n", b.o.Rows, b.o.LoadThreads, capacity)
+	}
+	if len(keys) > 0 {
+		b.reportKeys(b.o.Out, keys)
+	}
+	if len(reps) > 0 {
+		b.reportReplica(b.o.Out, reps)
+	}
+	if replicaNote != "" {
+		fmt.Fprintln(b.o.Out, "\n"+replicaNote)
+	}
 }
 
 // summary is every run of one ALTER at one load level.
@@ -425,6 +599,11 @@ func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
 	for _, f := range failed {
 		fmt.Fprintln(w, "FAILED: "+f)
 	}
+	printPhases(w, rs)
+}
+
+// printPhases prints each sluice run's phase timings.
+func printPhases(w io.Writer, rs []result) {
 	fmt.Fprintln(w, "\nsluice phases (seconds):")
 	pw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, r := range rs {
@@ -433,17 +612,18 @@ func report(w io.Writer, rs []result, rows int, capacity float64, threads int) {
 			if r.lowIn != "" {
 				low = fmt.Sprintf("; the load's lowest second (%.0f tps) in %s", r.during.Min, r.lowIn)
 			}
-			fmt.Fprintf(pw, "  %s\t%s\t%s%s\n", strings.TrimPrefix(r.name, "sluice "), r.load, r.phases, low)
+			name := strings.TrimPrefix(r.name, "sluice ")
+			fmt.Fprintf(pw, "  %s\t%s\t%s%s\n", name, r.load, r.phases, low)
 		}
 	}
 	pw.Flush()
 }
 
-// runSluice runs the sluice binary on the benchmark table and returns its peak
-// resident memory in MB and its phase timings.
-func (s *Server) runSluice(ctx context.Context, bin, alter string, extra []string) (opResult, error) {
+// runSluiceOn runs the sluice binary on a table of the benchmark database and
+// returns its peak resident memory in MB and its phase timings.
+func (s *Server) runSluiceOn(ctx context.Context, bin, table, alter string, extra []string) (opResult, error) {
 	args := append([]string{"migrate", "--host", s.Conn.Host, "--port", strconv.Itoa(s.Conn.Port),
-		"--user", s.Conn.User, "--database", benchDB, "--table", "sbtest1", "--alter", alter, "--drop-old",
+		"--user", s.Conn.User, "--database", benchDB, "--table", table, "--alter", alter, "--drop-old",
 		"--progress-interval", "1h"}, extra...)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = os.Environ()
@@ -458,8 +638,20 @@ func (s *Server) runSluice(ctx context.Context, bin, alter string, extra []strin
 	if err != nil {
 		return opResult{rssMB: rss}, fmt.Errorf("sluice: %v: %s", err, lastLine(string(out)))
 	}
-	return opResult{rssMB: rss, phases: phaseTimes(string(out)), spans: phaseSpans(string(out))}, nil
+	res := opResult{rssMB: rss, phases: phaseTimes(string(out)), spans: phaseSpans(string(out))}
+	for _, sp := range res.spans {
+		if sp.name == "catch-up" {
+			res.catchUp = sp.to.Sub(sp.from)
+		}
+	}
+	if m := replicasLine.FindStringSubmatch(string(out)); m != nil {
+		res.replicas = m[1]
+	}
+	return res, nil
 }
+
+// replicasLine is sluice's summary of the replicas it watched.
+var replicasLine = regexp.MustCompile(`(?m)^sluice: replicas (.*)$`)
 
 // phaseSpan is one sluice phase on the wall clock.
 type phaseSpan struct {
@@ -524,20 +716,31 @@ func lastLine(s string) string {
 }
 
 // runPtOsc runs pt-online-schema-change with its defaults on the benchmark
-// table. The sandbox has no replicas to watch.
-func (s *Server) runPtOsc(ctx context.Context, command, alter string) error {
+// table, and the extra options (the replica round's lag check). It looks for
+// no replica itself: the other rounds run with the replicas down.
+// It returns the tool's output.
+func (s *Server) runPtOsc(ctx context.Context, command, alter string, extra ...string) (string, error) {
 	dsn := fmt.Sprintf("h=%s,P=%d,u=%s,D=%s,t=sbtest1", s.Conn.Host, s.Conn.Port, s.Conn.User, benchDB)
-	return s.runPtOscArgs(ctx, command, "--execute", "--alter", alter, "--recursion-method=none", "--no-check-alter", dsn)
+	args := append([]string{"--execute", "--alter", alter, "--recursion-method=none", "--no-check-alter"}, extra...)
+	return s.runPtOscOut(ctx, command, append(args, dsn)...)
 }
 
 // runPtOscArgs runs the pt-online-schema-change command with args.
 func (s *Server) runPtOscArgs(ctx context.Context, command string, args ...string) error {
+	_, err := s.runPtOscOut(ctx, command, args...)
+	return err
+}
+
+// runPtOscOut runs the pt-online-schema-change command with args and
+// returns its output.
+func (s *Server) runPtOscOut(ctx context.Context, command string, args ...string) (string, error) {
 	parts := strings.Fields(command)
 	cmd := exec.CommandContext(ctx, parts[0], append(parts[1:], args...)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("pt-online-schema-change: %v: %s", err, lastLine(string(out)))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("pt-online-schema-change: %v: %s", err, lastLine(string(out)))
 	}
-	return nil
+	return string(out), nil
 }
 
 // prepareTemplate makes sure sbtest_tpl.sbtest1 holds rows rows, preparing it
@@ -564,12 +767,18 @@ func (s *Server) prepareTemplate(ctx context.Context, rows int) error {
 
 // reset restores sbtest.sbtest1 from the template and flushes dirty pages.
 func (s *Server) reset(ctx context.Context, rows int) error {
+	return s.resetTable(ctx, "sbtest1")
+}
+
+// resetTable restores sbtest.<table>, alone in its database, from the
+// template and flushes dirty pages.
+func (s *Server) resetTable(ctx context.Context, table string) error {
 	for _, q := range []string{
 		"DROP DATABASE IF EXISTS " + benchDB,
 		"CREATE DATABASE " + benchDB,
-		"CREATE TABLE " + benchDB + ".sbtest1 LIKE " + tplDB + ".sbtest1",
-		"INSERT INTO " + benchDB + ".sbtest1 SELECT * FROM " + tplDB + ".sbtest1",
-		"ANALYZE TABLE " + benchDB + ".sbtest1",
+		"CREATE TABLE " + benchDB + "." + table + " LIKE " + tplDB + "." + table,
+		"INSERT INTO " + benchDB + "." + table + " SELECT * FROM " + tplDB + "." + table,
+		"ANALYZE TABLE " + benchDB + "." + table,
 		"PURGE BINARY LOGS BEFORE NOW()",
 	} {
 		if _, err := s.DB.ExecContext(ctx, q); err != nil {

@@ -12,10 +12,11 @@ import (
 	"time"
 )
 
-// Load is a sysbench oltp_read_write run in the background, recording its
-// per-second throughput.
+// Load is a sysbench oltp_read_write run in the background, or the bench's
+// own load generator (keyload.go), recording its per-second throughput.
 type Load struct {
 	cmd   *exec.Cmd
+	halt  func() // stops the bench's own generator (instead of cmd)
 	start time.Time
 	mu    sync.Mutex // protects tps and errs
 	tps   []float64  // tps[i] is the throughput of second i+1
@@ -75,6 +76,10 @@ func (l *Load) Since() time.Duration { return time.Since(l.start) }
 
 // Stop ends sysbench and waits for its output to be read.
 func (l *Load) Stop() {
+	if l.halt != nil {
+		l.halt()
+		return
+	}
 	l.cmd.Process.Kill()
 	l.cmd.Wait()
 	<-l.done

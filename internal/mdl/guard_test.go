@@ -222,3 +222,43 @@ func TestSessionsLeaveOutOwnRun(t *testing.T) {
 		t.Error("the run's own session is listed as a blocker")
 	}
 }
+
+// TestGuardWithFourByteStatement: a blocker whose statement holds an emoji
+// makes information_schema.INNODB_TRX unreadable on MySQL (error 3854). The
+// guard still names the blocker, and never kills it, since its transaction
+// cannot be measured.
+func TestGuardWithFourByteStatement(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(20)) CHARSET utf8mb4", "INSERT INTO t VALUES (1, 'a')")
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var id int64
+	conn.QueryRowContext(context.Background(), "SELECT CONNECTION_ID()").Scan(&id)
+	if _, err := conn.ExecContext(context.Background(), "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	// A running statement with a 4-byte character holds the table.
+	go conn.ExecContext(context.Background(), "SELECT s, SLEEP(4), '\U0001F600' FROM t")
+	time.Sleep(300 * time.Millisecond)
+	var probe int
+	probeErr := db.QueryRow("SELECT COUNT(*) FROM information_schema.INNODB_TRX").Scan(&probe)
+	var log testdb.SyncBuffer
+	g := guard(db, Policy{Budget: 500 * time.Millisecond, Deadline: 2 * time.Second, KillAfter: 500 * time.Millisecond, KillMaxRows: 1000}, &log)
+	err = g.Run(context.Background(), "instant", instant)
+	if !errors.Is(err, ErrDeadline) {
+		t.Fatalf("want ErrDeadline naming the blocker, got %v\n%s", err, log.String())
+	}
+	if !strings.Contains(err.Error(), fmt.Sprintf("connection %d", id)) {
+		t.Errorf("the error does not name the blocker: %v", err)
+	}
+	if dbconn.ErrorNumber(probeErr) == errCannotConvert && !strings.Contains(err.Error(), "could not be read") {
+		t.Errorf("INNODB_TRX was unreadable, but the error does not say why the blocker was spared: %v", err)
+	}
+	if strings.Contains(log.String(), "killed a blocking session") {
+		t.Errorf("a blocker whose transaction could not be read was killed:\n%s", log.String())
+	}
+	t.Logf("INNODB_TRX read: %v", probeErr)
+}

@@ -18,6 +18,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
 )
 
 // Session is another connection with a metadata lock on the table, granted or
@@ -38,6 +40,10 @@ type Session struct {
 	// TrxAge and RowsModified describe its open InnoDB transaction, if any.
 	TrxAge       time.Duration
 	RowsModified int64
+	// TrxUnknown is set when the transactions could not be read: MySQL fails
+	// to read information_schema.INNODB_TRX (utf8mb3) while any session's
+	// statement holds a 4-byte character (error 3854).
+	TrxUnknown bool
 }
 
 // Blocking reports whether the session holds a lock on the table: it is in
@@ -60,7 +66,7 @@ func (s Session) HeldFor() time.Duration {
 }
 
 // Wrote reports whether the session's open transaction modified rows.
-func (s Session) Wrote() bool { return s.RowsModified > 0 }
+func (s Session) Wrote() bool { return s.RowsModified > 0 || s.TrxUnknown }
 
 // String describes the session in one line for the log and errors. It never
 // includes more than the first 120 characters of the statement.
@@ -102,15 +108,22 @@ type Querier interface {
 const locksSQL = `SELECT t.PROCESSLIST_ID, COALESCE(t.PROCESSLIST_USER, ''), COALESCE(t.PROCESSLIST_HOST, ''),
 	COALESCE(t.PROCESSLIST_COMMAND, ''), COALESCE(t.PROCESSLIST_TIME, 0), COALESCE(t.PROCESSLIST_STATE, ''),
 	COALESCE(LEFT(t.PROCESSLIST_INFO, 400), ''), ml.LOCK_TYPE, ml.LOCK_STATUS, ml.LOCK_DURATION,
-	COALESCE(TIMESTAMPDIFF(MICROSECOND, x.trx_started, NOW(6)), 0), COALESCE(x.trx_rows_modified, 0)
+	` + trxCols + `
 FROM performance_schema.metadata_locks ml
 JOIN performance_schema.threads t ON t.THREAD_ID = ml.OWNER_THREAD_ID
-LEFT JOIN information_schema.INNODB_TRX x ON x.trx_mysql_thread_id = t.PROCESSLIST_ID
+` + trxJoin + `
 WHERE ml.OBJECT_TYPE = 'TABLE' AND ml.OBJECT_SCHEMA = ? AND ml.OBJECT_NAME IN (%s)
 	AND t.PROCESSLIST_ID IS NOT NULL AND t.PROCESSLIST_ID NOT IN (%s)
 	AND NOT EXISTS (SELECT 1 FROM performance_schema.session_connect_attrs a
 		WHERE a.PROCESSLIST_ID = t.PROCESSLIST_ID AND a.ATTR_NAME = '` + RunAttr + `' AND a.ATTR_VALUE = ?)
 ORDER BY t.PROCESSLIST_ID`
+
+const (
+	trxCols = "COALESCE(TIMESTAMPDIFF(MICROSECOND, x.trx_started, NOW(6)), 0), COALESCE(x.trx_rows_modified, 0)"
+	trxJoin = "LEFT JOIN information_schema.INNODB_TRX x ON x.trx_mysql_thread_id = t.PROCESSLIST_ID"
+	// errCannotConvert is MySQL's ER_CANNOT_CONVERT_STRING.
+	errCannotConvert = 3854
+)
 
 // RunAttr is the connection attribute that marks the connections of one
 // sluice run (dbconn.Config.RunID): they are sluice's own, never blockers.
@@ -133,6 +146,17 @@ func Sessions(ctx context.Context, q Querier, db string, tables []string, ownRun
 	}
 	args = append(args, ownRun)
 	query := fmt.Sprintf(locksSQL, strings.TrimSuffix(strings.Repeat("?, ", len(tables)), ", "), strings.Join(ids, ", "))
+	out, err := readSessions(ctx, q, query, args, false)
+	if dbconn.ErrorNumber(err) == errCannotConvert {
+		// Without the transactions: their age and size stay unknown.
+		query = strings.Replace(strings.Replace(query, trxJoin, "", 1), trxCols, "0, 0", 1)
+		out, err = readSessions(ctx, q, query, args, true)
+	}
+	return out, err
+}
+
+// readSessions runs the sessions query; the error may come with the rows.
+func readSessions(ctx context.Context, q Querier, query string, args []any, unknown bool) ([]Session, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read metadata locks (performance_schema.metadata_locks): %w", err)
@@ -148,6 +172,7 @@ func Sessions(ctx context.Context, q Querier, db string, tables []string, ownRun
 			return nil, err
 		}
 		s.Time, s.TrxAge = time.Duration(secs)*time.Second, time.Duration(trxMicros)*time.Microsecond
+		s.TrxUnknown = unknown
 		if n := len(out); n > 0 && out[n-1].ID == s.ID {
 			out[n-1].addLock(typ, status, duration)
 			continue
@@ -155,7 +180,10 @@ func Sessions(ctx context.Context, q Querier, db string, tables []string, ownRun
 		s.addLock(typ, status, duration)
 		out = append(out, s)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read metadata locks (performance_schema.metadata_locks): %w", err)
+	}
+	return out, nil
 }
 
 func (s *Session) addLock(typ, status, duration string) {

@@ -84,7 +84,7 @@ func runCmd() *cobra.Command {
 	var o bench.Options
 	c := &cobra.Command{
 		Use:   "run",
-		Short: "Time sluice against native ALTER TABLE, idle and under sysbench load",
+		Short: "Time sluice against native ALTER TABLE, idle and under sysbench load, with a replica, and on other key types",
 		RunE: func(c *cobra.Command, _ []string) error {
 			d, err := dsn()
 			if err != nil {
@@ -110,6 +110,11 @@ func runCmd() *cobra.Command {
 	c.Flags().StringVar(&o.PtOsc, "pt-osc", "", `command running pt-online-schema-change, e.g. "scripts/sandbox.sh pt-osc" ("": leave the peer out)`)
 	c.Flags().StringSliceVar(&o.SluiceArgs, "sluice-args", nil, "extra flags for every sluice run, e.g. --sluice-args=--threads=3")
 	c.Flags().StringArrayVar(&o.Baselines, "compare-with", nil, "also time this other sluice binary (e.g. an earlier commit's build) beside this one, in the same run (repeatable)")
+	c.Flags().StringVar(&o.Replicas, "replicas", "", `command managing the sandbox's replicas ("CMD status|down|reset|up 1"), e.g. "scripts/sandbox.sh replicas": the other rounds run with them down, the replica round with one fresh replica, and they are put back as found at the end ("": leave the replicas alone, no replica round)`)
+	c.Flags().BoolVar(&o.SkipReplica, "skip-replica", false, "leave out the replica round (the load round again with one replica attached and its lag measured)")
+	c.Flags().BoolVar(&o.SkipKeys, "skip-keys", false, "leave out the key-type round (sluice on composite-key and string-key tables beside sbtest1, idle and under the bench's own load)")
+	c.Flags().BoolVar(&o.SkipSysbench, "skip-sysbench-rounds", false, "leave out the sysbench rounds of sbtest1 without a replica (idle, load, unthrottled): only the key-type and replica rounds (the load's capacity is still measured)")
+	c.Flags().DurationVar(&o.MaxLag, "max-lag", time.Second, "the replica round's maximum replica lag for sluice (--max-lag) and pt-online-schema-change (whole seconds)")
 	c.Flags().StringArrayVar(&o.Variants, "variant", nil, `also time sluice with these flags, beside the default, in the same run (repeatable), e.g. --variant "--threads=4"`)
 	return c
 }
