@@ -61,8 +61,9 @@ func TestResumeChild(t *testing.T) {
 // childRun is one child process.
 type childRun struct {
 	cmd  *exec.Cmd
-	out  *testdb.SyncBuffer
-	done chan error
+	out    *testdb.SyncBuffer
+	done   chan error
+	exited chan struct{} // closed when the child has exited
 }
 
 func startChild(t *testing.T, job childJob) *childRun {
@@ -75,8 +76,12 @@ func startChild(t *testing.T, job childJob) *childRun {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &childRun{cmd: cmd, out: out, done: make(chan error, 1)}
-	go func() { c.done <- cmd.Wait() }()
+	c := &childRun{cmd: cmd, out: out, done: make(chan error, 1), exited: make(chan struct{})}
+	go func() {
+		err := cmd.Wait()
+		close(c.exited)
+		c.done <- err
+	}()
 	return c
 }
 
@@ -146,7 +151,7 @@ func TestKillAndResume(t *testing.T) {
 			c := startChild(t, job)
 			final := kills >= 20
 			if job.Postpone && (final || rng.IntN(2) == 0) {
-				go triggerWhenPostponed(db, "t")
+				go triggerWhenPostponed(db, "t", c.exited)
 			}
 			// The kill comes a random moment after a phase picked at random
 			// starts (or when the child gets past it).
@@ -243,10 +248,14 @@ func (c *childRun) phase() string {
 }
 
 // triggerWhenPostponed drops the postponed cut-over's table once it exists
-// and the run waits on it.
-func triggerWhenPostponed(db *testdb.DB, table string) {
-	for range 600 {
-		time.Sleep(100 * time.Millisecond)
+// and the run waits on it, unless the child exits first.
+func triggerWhenPostponed(db *testdb.DB, table string, exited <-chan struct{}) {
+	for {
+		select {
+		case <-exited:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
 		if err := migration.TriggerCutover(context.Background(), db.DB, db.Name, table); err == nil {
 			return
 		}
