@@ -60,7 +60,7 @@ func TestResumeChild(t *testing.T) {
 
 // childRun is one child process.
 type childRun struct {
-	cmd  *exec.Cmd
+	cmd    *exec.Cmd
 	out    *testdb.SyncBuffer
 	done   chan error
 	exited chan struct{} // closed when the child has exited
