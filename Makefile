@@ -5,8 +5,12 @@ GO ?= go
 DSN = $$($(SANDBOX) env | sed -e "s/^export SLUICE_TEST_DSN='//" -e "s/'$$//")
 ALT_DSN = $$(SLUICE_SANDBOX_PROFILE=alt $(SANDBOX) env | sed -e "s/^export SLUICE_TEST_ALT_DSN='//" -e "s/'$$//")
 REPLICA_DSNS = $$($(SANDBOX) replicas env | sed -e "s/^export SLUICE_TEST_REPLICA_DSNS='//" -e "s/'$$//")
+TLS_DIR = $$($(SANDBOX) tls-dir)
 
-.PHONY: all build demo test unit bench bench-ddl bench-mdl sandbox sandbox-alt sandbox-replicas sandbox-down clean
+MARIADB11_DSN = $$(SLUICE_SANDBOX_PROFILE=mariadb11 $(SANDBOX) env | sed -e "s/^export SLUICE_TEST_DSN='//" -e "s/'$$//")
+MARIADB10_DSN = $$(SLUICE_SANDBOX_PROFILE=mariadb10 $(SANDBOX) env | sed -e "s/^export SLUICE_TEST_DSN='//" -e "s/'$$//")
+
+.PHONY: all build demo test test-mariadb test-all unit bench bench-ddl bench-mdl sandbox sandbox-alt sandbox-replicas sandbox-mariadb sandbox-down clean
 
 all: build
 
@@ -24,10 +28,17 @@ sandbox-alt:
 sandbox-replicas: sandbox
 	@$(SANDBOX) replicas up 1 >/dev/null
 
+## sandbox-mariadb: MariaDB 11.8 (127.0.0.1:13311) and 10.11 (127.0.0.1:13310), each from its own chroot.
+sandbox-mariadb:
+	@SLUICE_SANDBOX_PROFILE=mariadb11 $(SANDBOX) up >/dev/null
+	@SLUICE_SANDBOX_PROFILE=mariadb10 $(SANDBOX) up >/dev/null
+
 sandbox-down:
 	@$(SANDBOX) replicas down
 	@$(SANDBOX) down
 	@SLUICE_SANDBOX_PROFILE=alt $(SANDBOX) down
+	@SLUICE_SANDBOX_PROFILE=mariadb11 $(SANDBOX) down
+	@SLUICE_SANDBOX_PROFILE=mariadb10 $(SANDBOX) down
 
 ## demo: migrate a 200,000-row table on the sandbox while writers hammer it.
 demo: sandbox build
@@ -35,7 +46,15 @@ demo: sandbox build
 
 ## test: every test, against the sandbox MySQL 9.7 servers (default and alt profiles, and a replica of the default), with the race detector.
 test: sandbox sandbox-alt sandbox-replicas
-	SLUICE_TEST_DSN=$(DSN) SLUICE_TEST_ALT_DSN=$(ALT_DSN) SLUICE_TEST_REPLICA_DSNS=$(REPLICA_DSNS) $(GO) test -race -count=1 -timeout 30m ./...
+	SLUICE_TEST_DSN=$(DSN) SLUICE_TEST_ALT_DSN=$(ALT_DSN) SLUICE_TEST_REPLICA_DSNS=$(REPLICA_DSNS) SLUICE_TEST_TLS_DIR=$(TLS_DIR) $(GO) test -race -count=1 -timeout 45m ./...
+
+## test-mariadb: every test against MariaDB 11.8, then 10.11 (the sandbox has no alt server or replicas of MariaDB: those tests skip, saying so).
+test-mariadb: sandbox-mariadb
+	SLUICE_TEST_DSN=$(MARIADB11_DSN) SLUICE_TEST_TLS_DIR=$(TLS_DIR) SLUICE_TEST_NO_EXTRAS="no MariaDB alt server or replicas in the sandbox" $(GO) test -race -count=1 -timeout 45m ./...
+	SLUICE_TEST_DSN=$(MARIADB10_DSN) SLUICE_TEST_TLS_DIR=$(TLS_DIR) SLUICE_TEST_NO_EXTRAS="no MariaDB alt server or replicas in the sandbox" $(GO) test -race -count=1 -timeout 45m ./...
+
+## test-all: make test, then make test-mariadb.
+test-all: test test-mariadb
 
 ## unit: the tests that need no server.
 unit:

@@ -6,11 +6,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 )
@@ -27,6 +25,9 @@ type Options struct {
 	IdleOnly    bool          // only the idle rounds (no capacity, no load)
 	SluiceOnly  bool          // time only F and sluice (for tuning sluice)
 	SluiceArgs  []string      // extra flags for every sluice run
+	// Logs is a directory that keeps every sluice run's output, one file a
+	// run, numbered in run order ("" keeps none).
+	Logs string
 	// Variants are further sluice runs, each with its own extra flags
 	// (space-separated), timed beside the default one in the same run.
 	Variants []string
@@ -183,6 +184,7 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	s.Logs = o.Logs
 	b := &benchRun{s: s, o: o}
 
 	// The sysbench and key rounds run with the replicas down, as every
@@ -617,130 +619,6 @@ func printPhases(w io.Writer, rs []result) {
 		}
 	}
 	pw.Flush()
-}
-
-// runSluiceOn runs the sluice binary on a table of the benchmark database and
-// returns its peak resident memory in MB and its phase timings.
-func (s *Server) runSluiceOn(ctx context.Context, bin, table, alter string, extra []string) (opResult, error) {
-	args := append([]string{"migrate", "--host", s.Conn.Host, "--port", strconv.Itoa(s.Conn.Port),
-		"--user", s.Conn.User, "--database", benchDB, "--table", table, "--alter", alter, "--drop-old",
-		"--progress-interval", "1h"}, extra...)
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = os.Environ()
-	if s.Conn.Password != "" {
-		cmd.Env = append(cmd.Env, "MYSQL_PWD="+s.Conn.Password)
-	}
-	out, err := cmd.CombinedOutput()
-	rss := 0.0
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && cmd.ProcessState != nil {
-		rss = float64(ru.Maxrss) / 1024
-	}
-	if err != nil {
-		return opResult{rssMB: rss}, fmt.Errorf("sluice: %v: %s", err, lastLine(string(out)))
-	}
-	res := opResult{rssMB: rss, phases: phaseTimes(string(out)), spans: phaseSpans(string(out))}
-	for _, sp := range res.spans {
-		if sp.name == "catch-up" {
-			res.catchUp = sp.to.Sub(sp.from)
-		}
-	}
-	if m := replicasLine.FindStringSubmatch(string(out)); m != nil {
-		res.replicas = m[1]
-	}
-	return res, nil
-}
-
-// replicasLine is sluice's summary of the replicas it watched.
-var replicasLine = regexp.MustCompile(`(?m)^sluice: replicas (.*)$`)
-
-// phaseSpan is one sluice phase on the wall clock.
-type phaseSpan struct {
-	name     string
-	from, to time.Time
-}
-
-var phaseMark = regexp.MustCompile(`time=(\S+) level=\w+ msg="phase (start|done)" phase=(\S+)`)
-
-// phaseSpans reads sluice's phases from its log.
-func phaseSpans(log string) []phaseSpan {
-	var out []phaseSpan
-	open := map[string]time.Time{}
-	for _, m := range phaseMark.FindAllStringSubmatch(log, -1) {
-		at, err := time.Parse(time.RFC3339Nano, m[1])
-		if err != nil {
-			continue
-		}
-		if m[2] == "start" {
-			open[m[3]] = at
-		} else if from, ok := open[m[3]]; ok {
-			out = append(out, phaseSpan{name: m[3], from: from, to: at})
-			delete(open, m[3])
-		}
-	}
-	return out
-}
-
-// phasesIn names the phases that overlap [from, to), in order, or says that
-// none does.
-func phasesIn(spans []phaseSpan, from, to time.Time) []string {
-	var names []string
-	for _, sp := range spans {
-		if sp.from.Before(to) && sp.to.After(from) {
-			names = append(names, sp.name)
-		}
-	}
-	if len(names) == 0 {
-		names = []string{"no phase (before or after sluice ran)"}
-	}
-	return names
-}
-
-var phaseDone = regexp.MustCompile(`msg="phase done" phase=(\S+) took=(\S+)`)
-
-// phaseTimes extracts "copy 3.9 index 1.1 ..." from sluice's log.
-func phaseTimes(log string) string {
-	var parts []string
-	for _, m := range phaseDone.FindAllStringSubmatch(log, -1) {
-		d, err := time.ParseDuration(m[2])
-		if err != nil || d < 50*time.Millisecond {
-			continue
-		}
-		parts = append(parts, fmt.Sprintf("%s %.1f", m[1], d.Seconds()))
-	}
-	return strings.Join(parts, ", ")
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
-}
-
-// runPtOsc runs pt-online-schema-change with its defaults on the benchmark
-// table, and the extra options (the replica round's lag check). It looks for
-// no replica itself: the other rounds run with the replicas down.
-// It returns the tool's output.
-func (s *Server) runPtOsc(ctx context.Context, command, alter string, extra ...string) (string, error) {
-	dsn := fmt.Sprintf("h=%s,P=%d,u=%s,D=%s,t=sbtest1", s.Conn.Host, s.Conn.Port, s.Conn.User, benchDB)
-	args := append([]string{"--execute", "--alter", alter, "--recursion-method=none", "--no-check-alter"}, extra...)
-	return s.runPtOscOut(ctx, command, append(args, dsn)...)
-}
-
-// runPtOscArgs runs the pt-online-schema-change command with args.
-func (s *Server) runPtOscArgs(ctx context.Context, command string, args ...string) error {
-	_, err := s.runPtOscOut(ctx, command, args...)
-	return err
-}
-
-// runPtOscOut runs the pt-online-schema-change command with args and
-// returns its output.
-func (s *Server) runPtOscOut(ctx context.Context, command string, args ...string) (string, error) {
-	parts := strings.Fields(command)
-	cmd := exec.CommandContext(ctx, parts[0], append(parts[1:], args...)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("pt-online-schema-change: %v: %s", err, lastLine(string(out)))
-	}
-	return string(out), nil
 }
 
 // prepareTemplate makes sure sbtest_tpl.sbtest1 holds rows rows, preparing it

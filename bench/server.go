@@ -20,6 +20,8 @@ import (
 type Server struct {
 	Conn dbconn.Config
 	DB   *sql.DB
+	Logs string // directory keeping each sluice run's output ("": none)
+	runs int    // sluice runs so far, numbering the kept logs
 }
 
 // Connect opens an admin pool on the server named by dsn.

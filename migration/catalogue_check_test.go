@@ -72,7 +72,7 @@ func catTableName(t *testing.T, db *testdb.DB, table string) string {
 // catColumns lists the table's columns, invisible ones included, in order.
 func catColumns(t *testing.T, db *testdb.DB, table string) (all, stored []string) {
 	t.Helper()
-	rows, err := catQuery(db, "SELECT COLUMN_NAME, GENERATION_EXPRESSION = '' FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", db.Name, table)
+	rows, err := catQuery(db, "SELECT COLUMN_NAME, COALESCE(GENERATION_EXPRESSION, '') = '' FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", db.Name, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,10 +159,16 @@ func catDefinition(t *testing.T, db *testdb.DB, table string) []string {
 			out = append(out, what+" "+strings.Join(r, " "))
 		}
 	}
+	// MariaDB has no SRS_ID, IS_VISIBLE or EXPRESSION; IGNORED is its
+	// invisible index.
+	srs, visible, expr := "SRS_ID", "IS_VISIBLE", "EXPRESSION"
+	if db.Flavor == dbconn.MariaDB {
+		srs, visible, expr = "NULL", "IGNORED", "NULL"
+	}
 	add("column", `SELECT ORDINAL_POSITION, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT, EXTRA, GENERATION_EXPRESSION,
-		CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_COMMENT, SRS_ID FROM information_schema.COLUMNS
+		CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_COMMENT, `+srs+` FROM information_schema.COLUMNS
 		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`)
-	add("index", `SELECT INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME, COLLATION, SUB_PART, NON_UNIQUE, INDEX_TYPE, IS_VISIBLE, EXPRESSION,
+	add("index", `SELECT INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME, COLLATION, SUB_PART, NON_UNIQUE, INDEX_TYPE, `+visible+`, `+expr+`,
 		INDEX_COMMENT FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY INDEX_NAME, SEQ_IN_INDEX`)
 	add("partition", `SELECT PARTITION_NAME, PARTITION_METHOD, PARTITION_EXPRESSION, PARTITION_DESCRIPTION, SUBPARTITION_NAME
 		FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND PARTITION_NAME IS NOT NULL
@@ -186,13 +192,21 @@ func catDefinition(t *testing.T, db *testdb.DB, table string) []string {
 	}
 	// CHECK constraints: a generated name (<table>_chk_N) follows the table's
 	// name; a name the user chose must stay.
-	rows, err := catQuery(db, `SELECT tc.CONSTRAINT_NAME, cc.CHECK_CLAUSE, tc.ENFORCED FROM information_schema.TABLE_CONSTRAINTS tc
+	checks := `SELECT tc.CONSTRAINT_NAME, cc.CHECK_CLAUSE, tc.ENFORCED FROM information_schema.TABLE_CONSTRAINTS tc
 		JOIN information_schema.CHECK_CONSTRAINTS cc ON cc.CONSTRAINT_SCHEMA = tc.CONSTRAINT_SCHEMA AND cc.CONSTRAINT_NAME = tc.CONSTRAINT_NAME
-		WHERE tc.TABLE_SCHEMA = ? AND tc.TABLE_NAME = ? AND tc.CONSTRAINT_TYPE = 'CHECK' ORDER BY cc.CHECK_CLAUSE`, db.Name, table)
+		WHERE tc.TABLE_SCHEMA = ? AND tc.TABLE_NAME = ? AND tc.CONSTRAINT_TYPE = 'CHECK' ORDER BY cc.CHECK_CLAUSE`
+	gen := regexp.MustCompile(`^` + regexp.QuoteMeta(strings.ToLower(table)) + `_chk_[0-9]+$`)
+	if db.Flavor == dbconn.MariaDB {
+		// Constraint names are the table's own there (CONSTRAINT_N when
+		// not given), and every constraint is enforced.
+		checks = `SELECT cc.CONSTRAINT_NAME, cc.CHECK_CLAUSE, 'YES' FROM information_schema.CHECK_CONSTRAINTS cc
+			WHERE cc.CONSTRAINT_SCHEMA = ? AND cc.TABLE_NAME = ? ORDER BY cc.CHECK_CLAUSE`
+		gen = regexp.MustCompile(`^constraint_[0-9]+$`)
+	}
+	rows, err := catQuery(db, checks, db.Name, table)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen := regexp.MustCompile(`^` + regexp.QuoteMeta(strings.ToLower(table)) + `_chk_[0-9]+$`)
 	for _, r := range rows {
 		name := catUnquote(r[0])
 		if gen.MatchString(strings.ToLower(name)) {

@@ -69,9 +69,14 @@ type catScenario struct {
 
 	Oracle byte // 'E', 'M' or 'F'
 	Expect string
-	Known  string
-	Design string
-	Serial bool
+	// Only, when set, is the one server flavour the record runs on
+	// (mysql or mariadb), OnlyWhy the reason; MariaDB, when set, replaces
+	// the oracle on MariaDB (F TEXT: a refusal there).
+	Only, OnlyWhy string
+	MariaDB       string
+	Known         string
+	Design        string
+	Serial        bool
 }
 
 // catStep is one setup step: a statement, or a fill of rows n = 1..Count.
@@ -342,6 +347,17 @@ func (s *catScenario) set(key, v string) error {
 		s.Known = v
 	case "design":
 		s.Design = v
+	case "only":
+		f, why, _ := strings.Cut(v, " ")
+		if f != "mysql" && f != "mariadb" || strings.TrimSpace(why) == "" {
+			return fmt.Errorf("%q: want mysql or mariadb, then the reason", v)
+		}
+		s.Only, s.OnlyWhy = f, strings.TrimSpace(why)
+	case "mariadb":
+		if !strings.HasPrefix(v, "F ") {
+			return fmt.Errorf("%q: want F TEXT (the refusal on MariaDB)", v)
+		}
+		s.MariaDB = strings.TrimSpace(strings.TrimPrefix(v, "F "))
 	case "serial":
 		s.Serial, err = catYes(v)
 	default:

@@ -106,6 +106,12 @@ func catRun(t *testing.T, sc *catScenario) {
 		db = testdb.NewAlt
 	}
 	d := db(t)
+	if sc.Only != "" && !strings.EqualFold(sc.Only, string(d.Flavor)) {
+		t.Skipf("%s only: %s", sc.Only, sc.OnlyWhy)
+	}
+	if sc.MariaDB != "" && d.Flavor == dbconn.MariaDB {
+		sc.Oracle, sc.Expect = 'F', sc.MariaDB
+	}
 	ctx := context.Background()
 	side, err := d.Conn(ctx)
 	if err != nil {
@@ -435,18 +441,32 @@ func catAccount(t *testing.T, d *testdb.DB, sc *catScenario, cfg *migration.Conf
 	b := make([]byte, 4)
 	rand.Read(b)
 	user, pw := "cat_"+hex.EncodeToString(b), "Cat-"+hex.EncodeToString(b)+"-pw"
-	grants := sc.Account
+	grants, viaRole := strings.CutPrefix(sc.Account, "role ")
 	if grants == "least" {
 		grants = "SELECT, INSERT, DELETE, CREATE, DROP, ALTER, LOCK TABLES | REPLICATION SLAVE, REPLICATION CLIENT"
 	}
 	onDB, global, _ := strings.Cut(grants, "|")
 	d.MustExec(t, "CREATE USER '"+user+"'@'%' IDENTIFIED BY '"+pw+"'")
 	t.Cleanup(func() { d.Exec("DROP USER '" + user + "'@'%'") })
+	grantee := "'" + user + "'@'%'"
+	if viaRole {
+		// Every privilege through a role the account has by default.
+		role := "catr_" + hex.EncodeToString(b)
+		d.MustExec(t, "CREATE ROLE "+role)
+		t.Cleanup(func() { d.Exec("DROP ROLE " + role) })
+		d.MustExec(t, "GRANT "+role+" TO "+grantee)
+		if d.Flavor == dbconn.MariaDB {
+			d.MustExec(t, "SET DEFAULT ROLE "+role+" FOR "+grantee)
+		} else {
+			d.MustExec(t, "SET DEFAULT ROLE "+role+" TO "+grantee)
+		}
+		grantee = role
+	}
 	if s := strings.TrimSpace(onDB); s != "" {
-		d.MustExec(t, "GRANT "+s+" ON "+dbconn.QuoteIdent(d.Name)+".* TO '"+user+"'@'%'")
+		d.MustExec(t, "GRANT "+s+" ON "+dbconn.QuoteIdent(d.Name)+".* TO "+grantee)
 	}
 	if s := strings.TrimSpace(global); s != "" {
-		d.MustExec(t, "GRANT "+s+" ON *.* TO '"+user+"'@'%'")
+		d.MustExec(t, "GRANT "+s+" ON *.* TO "+grantee)
 	}
 	cfg.Conn.User, cfg.Conn.Password = user, pw
 	secrets := []string{pw}

@@ -112,6 +112,10 @@ func catAppSession(ctx context.Context, c *sql.Conn, zone string, extra []string
 		tz = dbconn.QuoteString(zone)
 	}
 	q := "SET SESSION sql_mode = @@GLOBAL.sql_mode, time_zone = " + tz + ", transaction_isolation = @@GLOBAL.transaction_isolation"
+	if _, err := c.ExecContext(ctx, q); dbconn.ErrorNumber(err) == dbconn.ErrUnknownSystemVariable {
+		// MariaDB before 11.1 names it tx_isolation.
+		q = strings.ReplaceAll(q, "transaction_isolation", "tx_isolation")
+	}
 	for _, s := range append([]string{q}, extra...) {
 		if _, err := c.ExecContext(ctx, s); err != nil {
 			return fmt.Errorf("%s: %w", s, err)

@@ -50,7 +50,7 @@ type checkpoint struct {
 	// Indexes are the secondary indexes the new table ends with (the
 	// shadow has them once built).
 	Indexes []schema.KeyDef `json:"indexes"`
-	Server  string          `json:"server"` // server_uuid
+	Server  string          `json:"server"` // dbconn.ServerIdentity: server_uuid on MySQL
 	File    string          `json:"file"`
 	Pos     uint32          `json:"pos"`
 	Copied  bool            `json:"copied"` // the copy is done
@@ -58,8 +58,11 @@ type checkpoint struct {
 	Rows    int64           `json:"rows"`   // rows copied outside Todo
 	// Artifacts are the other tables the run created (postponed cut-over,
 	// heartbeat), dropped when the work ends.
-	Artifacts []string  `json:"artifacts"`
-	At        time.Time `json:"at"`
+	Artifacts []string `json:"artifacts"`
+	// Sentry is the table a MariaDB cut-over creates under the old table's
+	// name (sentry.go); dropped by the next run if it is still a sentry.
+	Sentry string    `json:"sentry,omitempty"`
+	At     time.Time `json:"at"`
 	// Run is the RunID of the run that wrote it: a statement of that run
 	// may still run on the server after sluice died (resume.go ends them).
 	Run string `json:"run"`
@@ -216,8 +219,8 @@ func (r *Runner) startCheckpoint(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var uuid string
-	if err := r.db.QueryRowContext(ctx, "SELECT @@server_uuid").Scan(&uuid); err != nil {
+	uuid, err := dbconn.ServerIdentity(ctx, r.db)
+	if err != nil {
 		return err
 	}
 	r.ckpt = &checkpoint{Format: checkpointFormat, Version: r.cfg.Version, Alter: r.cfg.Alter, Original: orig,

@@ -105,9 +105,12 @@ type Config struct {
 	// Version is sluice's version, recorded in the checkpoint: a run of
 	// another version does not resume it.
 	Version string
-	// KeepIndexes keeps the shadow's secondary indexes during the copy instead
-	// of building them afterwards.
-	KeepIndexes bool
+	// KeepIndexes keeps the shadow's plain secondary indexes during the copy
+	// instead of building them afterwards; DeferIndexes builds them afterwards
+	// even with replicas watched. With neither, they are kept while replicas
+	// are watched (see keepPlainIndexes) and built afterwards otherwise.
+	// Unique indexes are always built after the copy.
+	KeepIndexes, DeferIndexes bool
 	// DDLBufferSize and DDLThreads override the planner's choice of
 	// innodb_ddl_buffer_size and innodb_ddl_threads (and
 	// innodb_parallel_read_threads) for index builds; 0 leaves it to the
@@ -135,6 +138,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	switch {
+	case c.KeepIndexes && c.DeferIndexes:
+		return fmt.Errorf("%w: --keep-indexes and --defer-indexes contradict each other: pass one of them", ErrConfig)
 	case c.Database == "":
 		return fmt.Errorf("%w: no database given: pass --database", ErrConfig)
 	case c.Table == "":
@@ -238,6 +243,9 @@ type Result struct {
 	// RenamedChecks are the CHECK constraints the user named on the original;
 	// the new table has them under generated names (<table>_chk_N).
 	RenamedChecks []string
+	// LockGuardBlind says why the metadata-lock guard could not see the
+	// table's lock holders and queue on this server ("" when it could).
+	LockGuardBlind string
 	// AutoIncrement is the AUTO_INCREMENT counter carried over to the new
 	// table at cut-over (0 when the new table's own was already as high).
 	AutoIncrement uint64
@@ -261,6 +269,9 @@ type Result struct {
 	// run had swapped the tables, and this one only cleaned up after it.
 	Resumed     bool
 	ResumedRows int64
+	// Recopied counts the rows the earlier run had copied after its last
+	// checkpoint, which this run deleted and copied again.
+	Recopied    int64
 	AlreadyDone bool
 	// Kept names the shadow and checkpoint left for a later run to resume
 	// when the run failed in a way a later run can get past ("" otherwise).

@@ -3,7 +3,9 @@ package migration
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/schema"
 )
 
@@ -16,6 +18,13 @@ func TestCheckServer(t *testing.T) {
 	replica.Replica, replica.ReplicaUpdates = true, true
 	if err := CheckServer(replica); err != nil {
 		t.Fatalf("a replica that logs what it replicates refused: %v", err)
+	}
+	for _, version := range []string{"10.6.21-MariaDB-log", "10.11.19-MariaDB-0+deb12u1", "11.8.9-MariaDB-1"} {
+		v := ok
+		v.Version = version
+		if err := CheckServer(v); err != nil {
+			t.Errorf("MariaDB %s refused: %v", version, err)
+		}
 	}
 	for _, do := range [][]string{{"shop"}, {"a", "shop"}, {"SHOP"}} {
 		v := ok
@@ -34,7 +43,8 @@ func TestCheckServer(t *testing.T) {
 		{func(v *ServerVars) { v.RowImage = "MINIMAL" }, "binlog_row_image is MINIMAL"},
 		{func(v *ServerVars) { v.SessionImage = "NOBLOB" }, "binlog_row_image=NOBLOB"},
 		{func(v *ServerVars) { v.Version = "8.0.12" }, "8.0.13 or later"},
-		{func(v *ServerVars) { v.Version = "10.11.6-MariaDB" }, "MariaDB"},
+		{func(v *ServerVars) { v.Version = "10.5.27-MariaDB" }, "MariaDB 10.6 or later"},
+		{func(v *ServerVars) { v.Version, v.VersionComment = "10.4.34", "MariaDB Server" }, "MariaDB 10.6 or later"},
 		{func(v *ServerVars) { v.Replica = true }, "log_replica_updates=OFF"},
 		{func(v *ServerVars) { v.Database, v.BinlogIgnoreDB = "shop", []string{"x", "shop"} }, "binlog filters"},
 		{func(v *ServerVars) { v.Database, v.BinlogDoDB = "shop", []string{"other"} }, "binlog filters"},
@@ -57,6 +67,10 @@ func TestMissingPrivileges(t *testing.T) {
 	m := MissingPrivileges([]string{"REPLICATION SLAVE"}, []string{"SELECT", "INSERT", "DELETE", "CREATE", "DROP", "ALTER"})
 	if len(m) != 2 || m[0] != "LOCK TABLES" || m[1] != "REPLICATION CLIENT" {
 		t.Errorf("missing = %v", m)
+	}
+	// MariaDB's name for REPLICATION CLIENT.
+	if m := MissingPrivileges([]string{"REPLICATION SLAVE", "BINLOG MONITOR"}, []string{"SELECT", "INSERT", "DELETE", "CREATE", "DROP", "ALTER", "LOCK TABLES"}); len(m) != 0 {
+		t.Errorf("MariaDB's BINLOG MONITOR: missing %v", m)
 	}
 }
 
@@ -108,6 +122,56 @@ func TestAutoIncrementParse(t *testing.T) {
 		got, err := AutoIncrement(strings.ReplaceAll(text, "\\n", "\n"))
 		if err != nil || got != want {
 			t.Errorf("%q: got %d, %v; want %d", text, got, err, want)
+		}
+	}
+}
+
+// TestKeepIndexes: the plain indexes are kept when the operator says so,
+// built after the copy when the operator says so, and otherwise kept exactly
+// while replicas are watched.
+func TestKeepIndexes(t *testing.T) {
+	for _, c := range []struct{ keep, deferThem, replicas, want bool }{
+		{false, false, false, false},
+		{false, false, true, true},
+		{true, false, false, true},
+		{true, false, true, true},
+		{false, true, false, false},
+		{false, true, true, false},
+	} {
+		if got := keepPlainIndexes(c.keep, c.deferThem, c.replicas); got != c.want {
+			t.Errorf("keepPlainIndexes(keep=%v, defer=%v, replicas=%v) = %v, want %v", c.keep, c.deferThem, c.replicas, got, c.want)
+		}
+	}
+	cfg := Config{Conn: dbconn.Config{Host: "127.0.0.1", Port: 3306, User: "u"}, Database: "d", Table: "t", Alter: "ADD COLUMN c INT",
+		KeepIndexes: true, DeferIndexes: true}
+	if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), "contradict") {
+		t.Errorf("a config keeping and deferring the indexes: %v", err)
+	}
+	cfg.DeferIndexes = false
+	if err := cfg.validate(); err != nil && strings.Contains(err.Error(), "contradict") {
+		t.Errorf("keeping the indexes alone was refused: %v", err)
+	}
+}
+
+// TestChunkCap: no cap while the replicas keep up; otherwise the workers'
+// chunks in flight cost the slowest replica at most half a second (or half
+// of --max-lag), never below 10ms a chunk.
+func TestChunkCap(t *testing.T) {
+	for _, c := range []struct {
+		rate    float64
+		maxLag  time.Duration
+		workers int
+		want    time.Duration
+	}{
+		{1, time.Second, 2, 0},
+		{1.5, time.Second, 2, 0},
+		{0.5, time.Second, 2, 125 * time.Millisecond},
+		{0.25, 1500 * time.Millisecond, 2, 62500 * time.Microsecond},
+		{0.5, 400 * time.Millisecond, 1, 100 * time.Millisecond},
+		{0.05, time.Second, 4, 10 * time.Millisecond},
+	} {
+		if got := chunkCap(c.rate, c.maxLag, c.workers); got != c.want {
+			t.Errorf("chunkCap(rate %.2f, max-lag %s, %d workers) = %s, want %s", c.rate, c.maxLag, c.workers, got, c.want)
 		}
 	}
 }

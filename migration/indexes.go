@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,15 +16,50 @@ import (
 	"github.com/sluicedb/sluice/internal/schema"
 )
 
-// deferIndexes drops the shadow's secondary indexes, to be built after the
-// copy by buildIndexes: a sorted bulk build is cheaper than maintaining them
-// row by row during the copy.
-func (r *Runner) deferIndexes(ctx context.Context) error {
+// keepPlainIndexes says whether the shadow keeps its plain secondary indexes
+// during the copy. A build after the copy is cheaper on the primary, but it
+// reaches a replica as one statement that stops its applier for as long as
+// the build takes, far beyond any --max-lag on a big table; rows copied into
+// indexed pages reach it as small transactions the lag throttle can pace. So
+// while replicas are watched the plain indexes are kept, unless the operator
+// says otherwise.
+//
+// Unique indexes are always built after the copy: kept during it, a row the
+// application moves to another primary key meanwhile can be copied twice,
+// at its old key and at its new one, and collide with itself, which cannot
+// be told from a real duplicate.
+func keepPlainIndexes(keep, deferThem, replicasWatched bool) bool {
+	switch {
+	case keep:
+		return true
+	case deferThem:
+		return false
+	}
+	return replicasWatched
+}
+
+// shadowHasUnique says whether the shadow has a unique secondary index now
+// (one kept during the copy).
+func (r *Runner) shadowHasUnique(ctx context.Context) (bool, error) {
+	ddl, err := schema.ShowCreate(ctx, r.db, r.cfg.Database, r.names.Shadow)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(schema.SecondaryKeys(ddl), func(k schema.KeyDef) bool { return k.Unique }), nil
+}
+
+// deferIndexes drops the shadow's secondary indexes (only the unique ones
+// with uniqueOnly), to be built after the copy by buildIndexes: a sorted bulk
+// build is cheaper than maintaining them row by row during the copy.
+func (r *Runner) deferIndexes(ctx context.Context, uniqueOnly bool) error {
 	ddl, err := schema.ShowCreate(ctx, r.db, r.cfg.Database, r.names.Shadow)
 	if err != nil {
 		return err
 	}
 	keys := schema.SecondaryKeys(ddl)
+	if uniqueOnly {
+		keys = slices.DeleteFunc(keys, func(k schema.KeyDef) bool { return !k.Unique })
+	}
 	if len(keys) == 0 {
 		return nil
 	}
@@ -38,6 +74,27 @@ func (r *Runner) deferIndexes(ctx context.Context) error {
 	}
 	r.deferred = keys
 	r.log.Info("secondary indexes will be built after the copy", "indexes", strings.Join(names, ","))
+	return nil
+}
+
+// dropBuiltUnique drops the unique indexes among have (the shadow's) and adds
+// them to the indexes to build after the copy.
+func (r *Runner) dropBuiltUnique(ctx context.Context, have []schema.KeyDef) error {
+	var drops, names []string
+	for _, k := range have {
+		if k.Unique {
+			drops = append(drops, "DROP INDEX "+dbconn.QuoteIdent(k.Name))
+			names = append(names, k.Name)
+			r.deferred = append(r.deferred, k)
+		}
+	}
+	if len(drops) == 0 {
+		return nil
+	}
+	if _, err := r.db.ExecContext(ctx, "ALTER TABLE "+dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)+" "+strings.Join(drops, ", ")); err != nil {
+		return fmt.Errorf("drop the shadow's unique indexes until the copy is done: %w", err)
+	}
+	r.log.Info("the copy is not done: unique indexes of the new table are built again after it", "indexes", strings.Join(names, ","))
 	return nil
 }
 
@@ -59,7 +116,11 @@ func (r *Runner) buildIndexes(ctx context.Context) error {
 		return nil
 	}
 	var plain, unique []string
+	online := ", ALGORITHM=INPLACE, LOCK=NONE"
 	for _, k := range r.deferred {
+		if k.Functional {
+			online = "" // ALGORITHM=COPY only; the apply is held anyway
+		}
 		if k.Unique {
 			unique = append(unique, "ADD "+k.Def)
 		} else {
@@ -105,7 +166,7 @@ func (r *Runner) buildIndexes(ctx context.Context) error {
 	if err := r.settleShadow(ctx); err != nil {
 		return fmt.Errorf("before building the unique indexes: %w", err)
 	}
-	if _, err := conn.ExecContext(ctx, "ALTER TABLE "+shadow+" "+strings.Join(unique, ", ")+", ALGORITHM=INPLACE, LOCK=NONE"); err != nil {
+	if _, err := conn.ExecContext(ctx, "ALTER TABLE "+shadow+" "+strings.Join(unique, ", ")+online); err != nil {
 		if dbconn.ErrorNumber(err) == dbconn.ErrDupEntry {
 			return fmt.Errorf("the original table holds rows that collide under a unique key of the new table, so the migration stops (no row was dropped; find them with the count query of sluice plan): %w", err)
 		}

@@ -33,6 +33,11 @@ func (r *Runner) runInstant(ctx context.Context) error {
 // planner's parallel index-build settings, and records InnoDB's peak DDL
 // memory while it runs.
 func (r *Runner) runInplace(ctx context.Context) error {
+	if r.vars.Flavor == dbconn.MariaDB {
+		// MariaDB has neither the parallel build's settings nor its memory
+		// instrument: the server's own build, reported as such.
+		return r.nativeAlter(ctx, "ALGORITHM=INPLACE, LOCK=NONE", nil)
+	}
 	d := r.ddl
 	r.res.DDL = &d
 	peak := watchDDLMemory(ctx, r.db)
@@ -57,7 +62,7 @@ func (r *Runner) nativeAlter(ctx context.Context, algorithm string, settings []s
 	q := "ALTER TABLE " + r.orig.Quoted() + " " + r.alter.Clause + ", " + algorithm
 	g := r.lockGuard(r.orig.Name)
 	err := g.Run(ctx, "ALTER TABLE "+r.orig.Name+" "+algorithm, func(ctx context.Context, conn *sql.Conn) error {
-		r.res.LockAttempts++
+		r.lockAttempts.Add(1)
 		var id int64
 		if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
 			return err

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/sluicedb/sluice/internal/binlog"
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/ddl"
+	"github.com/sluicedb/sluice/internal/mdl"
 	"github.com/sluicedb/sluice/internal/plan"
 	"github.com/sluicedb/sluice/internal/rowkey"
 	"github.com/sluicedb/sluice/internal/schema"
@@ -34,6 +34,7 @@ func preflightErr(format string, args ...any) error {
 type ServerVars struct {
 	Version        string
 	VersionComment string
+	Flavor         dbconn.Flavor // from the two above
 	LogBin         string
 	Format         string // global binlog_format
 	RowImage       string // global binlog_row_image
@@ -77,6 +78,7 @@ func readServerVars(ctx context.Context, db *sql.DB, database string) (ServerVar
 			&v.TimeZone, &v.SystemZone, &v.LowerCaseNames); err != nil {
 		return v, fmt.Errorf("%w: read server settings: %w", ErrPreflight, err)
 	}
+	v.Flavor = dbconn.FlavorOf(v.Version, v.VersionComment)
 	var updates sql.NullString
 	if db.QueryRowContext(ctx, "SELECT @@global.log_replica_updates").Scan(&updates) != nil {
 		db.QueryRowContext(ctx, "SELECT @@global.log_slave_updates").Scan(&updates) // before 8.0.26
@@ -98,10 +100,15 @@ func (r *Runner) poolSize() int {
 
 // CheckVersion refuses servers sluice does not support at all.
 func CheckVersion(v ServerVars) error {
-	if strings.Contains(strings.ToLower(v.Version+" "+v.VersionComment), "mariadb") {
-		return preflightErr("the server is MariaDB %s, which sluice does not support yet; use MySQL 8.0.13 or later", v.Version)
-	}
 	major, minor, patch := parseVersion(v.Version)
+	if dbconn.FlavorOf(v.Version, v.VersionComment) == dbconn.MariaDB {
+		// 10.6: the oldest MariaDB still maintained; sluice is tested on
+		// 10.11 and 11.8.
+		if major < 10 || (major == 10 && minor < 6) {
+			return preflightErr("the server is MariaDB %s; sluice needs MariaDB 10.6 or later", v.Version)
+		}
+		return nil
+	}
 	if major < 8 || (major == 8 && minor == 0 && patch < 13) {
 		return preflightErr("the server is MySQL %s; sluice needs 8.0.13 or later (RENAME TABLE under LOCK TABLES)", v.Version)
 	}
@@ -152,39 +159,6 @@ func parseVersion(v string) (int, int, int) {
 	return a, b, c
 }
 
-// requiredPrivileges are needed on the database (or globally), replication
-// ones globally.
-var (
-	requiredDB     = []string{"SELECT", "INSERT", "DELETE", "CREATE", "DROP", "ALTER", "LOCK TABLES"}
-	requiredGlobal = []string{"REPLICATION SLAVE", "REPLICATION CLIENT"}
-)
-
-// MissingPrivileges returns the required privileges absent from the global
-// and database-level grants, sorted. "ALL PRIVILEGES" grants everything.
-func MissingPrivileges(global, database []string) []string {
-	has := func(list []string, p string) bool {
-		for _, x := range list {
-			if strings.EqualFold(x, p) || strings.EqualFold(x, "ALL PRIVILEGES") {
-				return true
-			}
-		}
-		return false
-	}
-	var missing []string
-	for _, p := range requiredGlobal {
-		if !has(global, p) {
-			missing = append(missing, p)
-		}
-	}
-	for _, p := range requiredDB {
-		if !has(global, p) && !has(database, p) {
-			missing = append(missing, p)
-		}
-	}
-	sort.Strings(missing)
-	return missing
-}
-
 func (r *Runner) preflight(ctx context.Context) error {
 	db, err := dbconn.Open(ctx, r.cfg.Conn, r.cfg.Database, r.poolSize())
 	if err != nil {
@@ -202,6 +176,11 @@ func (r *Runner) preflight(ctx context.Context) error {
 	}
 	if err := r.checkPrivileges(ctx); err != nil {
 		return err
+	}
+	if view, err := mdl.ReadLockView(ctx, db); err != nil {
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	} else if r.res.LockGuardBlind = view.Blind(); r.res.LockGuardBlind != "" {
+		r.log.Warn(r.res.LockGuardBlind)
 	}
 
 	r.orig, err = schema.Load(ctx, db, r.cfg.Database, r.cfg.Table)
@@ -352,6 +331,9 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
+	if err := r.checkCharNoPadKey(ctx, t.PKColumns()); err != nil {
+		return err
+	}
 	exists := func(name string) (bool, error) {
 		var n int
 		err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
@@ -384,44 +366,6 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 			return preflightErr("table %s.%s already exists: another migration of %s is running, or one left it behind; drop it if it is stale",
 				r.cfg.Database, name, t.Name)
 		}
-	}
-	return nil
-}
-
-func (r *Runner) checkPrivileges(ctx context.Context) error {
-	var user string
-	if err := r.db.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&user); err != nil {
-		return fmt.Errorf("%w: %w", ErrPreflight, err)
-	}
-	u, h, _ := strings.Cut(user, "@")
-	grantee := "'" + u + "'@'" + h + "'"
-	read := func(q string, args ...any) ([]string, error) {
-		rows, err := r.db.QueryContext(ctx, q, args...)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		var out []string
-		for rows.Next() {
-			var p string
-			if err := rows.Scan(&p); err != nil {
-				return nil, err
-			}
-			out = append(out, p)
-		}
-		return out, rows.Err()
-	}
-	global, err := read(`SELECT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES WHERE GRANTEE = ?`, grantee)
-	if err != nil {
-		return fmt.Errorf("%w: read privileges: %w", ErrPreflight, err)
-	}
-	dbPrivs, err := read(`SELECT PRIVILEGE_TYPE FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE = ? AND ? LIKE TABLE_SCHEMA`, grantee, r.cfg.Database)
-	if err != nil {
-		return fmt.Errorf("%w: read privileges: %w", ErrPreflight, err)
-	}
-	if missing := MissingPrivileges(global, dbPrivs); len(missing) > 0 {
-		return preflightErr("user %s lacks %s; GRANT them (replication ones ON *.*, the others ON %s.*)",
-			user, strings.Join(missing, ", "), dbconn.QuoteIdent(r.cfg.Database))
 	}
 	return nil
 }
@@ -462,15 +406,65 @@ func (r *Runner) createShadow(ctx context.Context) error {
 		return preflightErr("the ALTER changes the primary key (%s -> %s); sluice does not support that yet",
 			strings.Join(r.orig.PrimaryKey, ","), strings.Join(r.shadow.PrimaryKey, ","))
 	}
-	if !r.cfg.KeepIndexes {
-		if err := r.deferIndexes(ctx); err != nil {
-			return err
-		}
+	if col, from, to := keyCharsetChange(r.orig, r.shadow); col != "" && r.vars.Flavor == dbconn.MariaDB {
+		// The new table's rows are found by the original's key values in
+		// the original's collation; MariaDB refuses to compare a column of
+		// one character set under an explicit collation of another.
+		return preflightErr("the ALTER changes the character set of primary-key column %s (%s -> %s), which sluice cannot do on MariaDB yet; change it with a native ALTER, or on MySQL", col, from, to)
+	}
+	keep := keepPlainIndexes(r.cfg.KeepIndexes, r.cfg.DeferIndexes, r.lag != nil)
+	switch {
+	case keep && !r.cfg.KeepIndexes:
+		r.log.Info("plain secondary indexes are kept during the copy: replicas are watched, and a build after the copy would stop their appliers for its whole duration (--defer-indexes to build them after it anyway)")
+	case keep:
+		r.log.Info("plain secondary indexes are kept during the copy (--keep-indexes)")
+	}
+	if err := r.deferIndexes(ctx, keep); err != nil {
+		return err
 	}
 	if err := r.startCheckpoint(ctx); err != nil {
 		return err
 	}
 	return r.shadowReady(ctx)
+}
+
+// checkCharNoPadKey refuses, on MariaDB, a primary key with a CHAR column
+// in a NO PAD collation other than a binary one: MariaDB answers a range read
+// on such a column inconsistently with its equality and its order (a range
+// from a value to itself returns a second row: the empty string and 0x00,
+// 'a' and 'a' then 0x00, under utf8mb4_uca1400_nopad_as_cs, on 10.11 and
+// 11.8), and the copy's ranges then miss a row (the checksum caught it).
+func (r *Runner) checkCharNoPadKey(ctx context.Context, pk []schema.Column) error {
+	if r.vars.Flavor != dbconn.MariaDB {
+		return nil
+	}
+	for _, c := range pk {
+		if c.DataType != "char" || c.Collation == "" || strings.HasSuffix(c.Collation, "_bin") {
+			continue
+		}
+		var pads sql.NullBool
+		q := "SELECT CONVERT('a' USING " + c.Charset + ") COLLATE " + dbconn.QuoteIdent(c.Collation) + " = CONVERT('a ' USING " + c.Charset + ")"
+		if err := r.db.QueryRowContext(ctx, q).Scan(&pads); err != nil {
+			return fmt.Errorf("%w: read the pad attribute of collation %s: %w", ErrPreflight, c.Collation, err)
+		}
+		if pads.Valid && !pads.Bool {
+			return preflightErr("primary-key column %s is CHAR in the NO PAD collation %s, whose range reads MariaDB answers inconsistently with its own order, so sluice cannot copy it by ranges; make the column VARCHAR or give it a PAD SPACE collation first, or migrate it on MySQL", c.Name, c.Collation)
+		}
+	}
+	return nil
+}
+
+// keyCharsetChange names the first primary-key column whose character set
+// differs between tables a and b, or "".
+func keyCharsetChange(a, b *schema.Table) (col, from, to string) {
+	for _, name := range a.PrimaryKey {
+		ca, okA := a.Column(name)
+		cb, okB := b.Column(name)
+		if okA && okB && ca.Charset != cb.Charset {
+			return name, ca.Charset, cb.Charset
+		}
+	}
+	return "", "", ""
 }
 
 // shadowReady maps the original's columns to the shadow's and checks the
@@ -568,6 +562,11 @@ func (r *Runner) recheckOriginal(ctx context.Context) error {
 // (the original holds it) and cannot rename one. The rows are not affected;
 // the operator is told.
 func (r *Runner) noteNamedChecks(ctx context.Context) error {
+	if r.vars.Flavor == dbconn.MariaDB {
+		// Constraint names are a table's own there: CREATE TABLE LIKE
+		// keeps them.
+		return nil
+	}
 	rows, err := r.db.QueryContext(ctx, `SELECT CONSTRAINT_NAME FROM information_schema.TABLE_CONSTRAINTS
 		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND CONSTRAINT_TYPE = 'CHECK' ORDER BY CONSTRAINT_NAME`, r.cfg.Database, r.orig.Name)
 	if err != nil {

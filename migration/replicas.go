@@ -44,6 +44,33 @@ func (r *Runner) findReplicas(ctx context.Context) error {
 	return nil
 }
 
+// inFlightBudget bounds the replicas' share of the copy's chunks in flight
+// (see chunkLimit), and never more than half of MaxLag.
+const inFlightBudget = 500 * time.Millisecond
+
+// chunkLimit caps the copy's chunk time while a replica falls behind. The
+// throttle pauses the copy between chunks, so the chunks in flight when it
+// does still reach the replicas, and each costs a replica its time on the
+// primary divided by the rate at which the replica applies the primary's
+// time: the lag overshoots --max-lag by that much. The copy's workers
+// together keep it within inFlightBudget. 0 (no cap) while every replica
+// keeps up.
+func (r *Runner) chunkLimit() time.Duration {
+	if r.lag == nil {
+		return 0
+	}
+	return chunkCap(r.lag.mon.SlowRate(), r.cfg.MaxLag, r.cfg.CopyWorkers)
+}
+
+// chunkCap is chunkLimit's arithmetic.
+func chunkCap(rate float64, maxLag time.Duration, workers int) time.Duration {
+	if rate >= 1 {
+		return 0
+	}
+	budget := min(inFlightBudget, maxLag/2)
+	return max(time.Duration(float64(budget)*rate/float64(max(workers, 1))), 10*time.Millisecond)
+}
+
 // lagReason is the throttle's replica signal.
 func (r *Runner) lagReason() string {
 	l, ok := r.lag.mon.Slowest()

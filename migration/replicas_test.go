@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -73,12 +74,21 @@ func TestReplicaLagPausesCopyAndHoldsCutover(t *testing.T) {
 	}
 	t.Cleanup(func() { rep.Exec("START REPLICA SQL_THREAD") })
 	var stopAt atomic.Int64
-	// The replica stops as the copy starts: the first check before the copy
-	// found it in time.
+	// The replica stops once the copy has copied some rows: stopped as the
+	// copy starts, the pause (which reacts to the lag the replica is heading
+	// for) can come before the first chunk on a slow machine, and show
+	// nothing of where it came.
 	cfg.OnPhase = func(name string) {
 		if name == "copy" {
-			stopped(true)
-			stopAt.Store(time.Now().UnixNano())
+			go func() {
+				for deadline := time.Now().Add(30 * time.Second); shadowRows(t, db, "t") < 2000 && time.Now().Before(deadline); {
+					time.Sleep(5 * time.Millisecond)
+				}
+				if _, err := rep.Exec("STOP REPLICA SQL_THREAD"); err != nil {
+					t.Error(err)
+				}
+				stopAt.Store(time.Now().UnixNano())
+			}()
 		}
 	}
 	r, errc, result := start(t, cfg, context.Background())
@@ -189,4 +199,69 @@ func TestReplicaFlags(t *testing.T) {
 		t.Errorf("an unreachable --replica: err = %v", err)
 	}
 	untouched(t, db, "t", before)
+}
+
+// TestReplicasKeepIndexesDuringCopy: while replicas are watched, the new
+// table keeps its plain secondary indexes during the copy (a build after it
+// would reach each replica as one statement stopping its applier for the
+// whole build), and they do not hold the changes back: they are applied
+// during the copy. A unique one is still built after the copy: kept, a row
+// the writers move to a new primary key during the copy would be copied
+// twice and collide with itself. --defer-indexes builds them all after the
+// copy. Every case ends equal to the writers' model, which moves rows.
+func TestReplicasKeepIndexesDuringCopy(t *testing.T) {
+	reps := testdb.Replicas(t)
+	for _, c := range []struct {
+		name                 string
+		unique, deferThem    bool
+		wantKept, wantInCopy bool
+	}{
+		{name: "plain", wantKept: true, wantInCopy: true},
+		{name: "unique", unique: true, wantInCopy: true},
+		{name: "deferred", deferThem: true, wantInCopy: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := testdb.New(t)
+			key := "KEY kv (v)"
+			if c.unique {
+				key = "UNIQUE KEY kv (v)"
+			}
+			db.MustExec(t, "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, v BIGINT NOT NULL, pad VARCHAR(100), "+key+")")
+			w := &workload{table: "t", pk: []string{"id"}, writers: 4, cols: []string{"v", "pad"},
+				key: func(n int64) []any { return []any{n + 1} },
+				// v is unique: the row's own number, moved far off on update.
+				gen:    func(r *rand.Rand, n int64) []any { return []any{n + 1, "p"} },
+				update: []func(r *rand.Rand) (string, []any){func(r *rand.Rand) (string, []any) { return "pad = ?", []any{fmt.Sprint(r.Int())} }}}
+			var log testdb.SyncBuffer
+			var kept atomic.Int32 // 1: kv was on the new table as the copy began; 2: it was not
+			res := migrateUnderWorkload(t, db, w, 60000, "n, n, 'p'", "ADD COLUMN x INT", "id, v, pad", "id", func(cfg *migration.Config) {
+				cfg.CopyWorkers, cfg.ChunkTime = 1, 2*time.Millisecond
+				cfg.ReplicaAddrs = []string{fmt.Sprintf("%s:%d", reps[0].Host, reps[0].Port)}
+				cfg.DeferIndexes = c.deferThem
+				cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+				cfg.OnPhase = func(name string) {
+					if name == "copy" {
+						var n int
+						db.QueryRow("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = '_t_new' AND INDEX_NAME = 'kv'", db.Name).Scan(&n)
+						kept.Store(int32(2 - min(n, 1)))
+					}
+				}
+			})
+			if got := kept.Load() == 1; got != c.wantKept {
+				t.Errorf("index kv on the new table as the copy began: %v, want %v", got, c.wantKept)
+			}
+			if got := res.KeysAppliedInCopy > 0; got != c.wantInCopy {
+				t.Errorf("changes applied during the copy: %d, want some: %v", res.KeysAppliedInCopy, c.wantInCopy)
+			}
+			if got := strings.Contains(log.String(), "secondary indexes will be built after the copy"); got == c.wantKept {
+				t.Errorf("the log says the indexes are built after the copy: %v, with the index kept: %v", got, c.wantKept)
+			}
+			if got := strings.Contains(log.String(), "plain secondary indexes are kept during the copy"); got != !c.deferThem {
+				t.Errorf("the log says the plain indexes are kept: %v, want %v", got, !c.deferThem)
+			}
+			if len(res.Replicas) != 1 {
+				t.Errorf("replicas watched: %v, want the one named", res.Replicas)
+			}
+		})
+	}
 }

@@ -100,6 +100,9 @@ func (r *Runner) previousRun(ctx context.Context) error {
 	if err := r.endEarlierRun(ctx, cp.Run); err != nil {
 		return err
 	}
+	if err := r.dropSentry(ctx, cp.Sentry); err != nil {
+		return fmt.Errorf("%w: drop the cut-over sentry %s: %w", ErrPreflight, cp.Sentry, err)
+	}
 	where := r.cfg.Database + "." + r.names.Checkpoint
 	switch {
 	case cp.Format != checkpointFormat || cp.Version != r.cfg.Version:
@@ -136,12 +139,12 @@ func (r *Runner) previousRun(ctx context.Context) error {
 	if hashDefinition(ddl, true) != cp.Shadow || !builtSubset(schema.SecondaryKeys(ddl), cp.Indexes) {
 		return preflightErr("the shadow table %s changed since the checkpoint in %s was written: %s", r.names.Shadow, where, restartHint)
 	}
-	var uuid string
-	if err := r.db.QueryRowContext(ctx, "SELECT @@server_uuid").Scan(&uuid); err != nil {
+	uuid, err := dbconn.ServerIdentity(ctx, r.db)
+	if err != nil {
 		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
 	if uuid != cp.Server {
-		return preflightErr("the checkpoint in %s was written on another server (server_uuid %s, this is %s): %s", where, cp.Server, uuid, restartHint)
+		return preflightErr("the checkpoint in %s was written on another server (%s, this is %s): %s", where, cp.Server, uuid, restartHint)
 	}
 	if ok, err := r.binlogHas(ctx, cp.File); err != nil {
 		return err
@@ -215,6 +218,11 @@ func (r *Runner) dropPrevious(ctx context.Context, cp *checkpoint) error {
 		names = append(names, cp.Artifacts...)
 	}
 	names = append(names, r.names.Checkpoint)
+	if cp != nil {
+		if err := r.dropSentry(ctx, cp.Sentry); err != nil {
+			return fmt.Errorf("%w: drop the cut-over sentry %s: %w", ErrPreflight, cp.Sentry, err)
+		}
+	}
 	for _, n := range names {
 		if err := r.dropGuarded(ctx, n); err != nil {
 			return fmt.Errorf("%w: drop %s: %w", ErrPreflight, n, err)
@@ -246,6 +254,15 @@ func (r *Runner) resumeShadow(ctx context.Context) error {
 	for _, k := range r.resume.Indexes {
 		if !slices.ContainsFunc(have, func(h schema.KeyDef) bool { return h.Def == k.Def }) {
 			r.deferred = append(r.deferred, k)
+		}
+	}
+	if !r.resume.Copied {
+		// The earlier run may have built a unique index after its copy and
+		// died before a checkpoint said the copy was done: the copy goes on
+		// here, and during it a row moved to another primary key could
+		// collide with itself. The index is built again after the copy.
+		if err := r.dropBuiltUnique(ctx, have); err != nil {
+			return err
 		}
 	}
 	postponed, err := r.tableExists(ctx, r.names.Postpone)
@@ -312,6 +329,7 @@ func (r *Runner) resumeCopy(ctx context.Context) (within []ranges.Span, done boo
 			}
 		}
 	}
+	r.res.Recopied = cleared
 	r.log.Info("copying what the earlier run had not", "intervals", len(within), "rows_cleared", cleared)
 	return within, false, nil
 }

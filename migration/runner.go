@@ -64,6 +64,8 @@ type Runner struct {
 	// is the one it records.
 	resume, ckpt *checkpoint
 	ckptMu       sync.Mutex // serialises checkpoint writes
+	// sentry: the MariaDB cut-over's sentry table, once made (sentry.go).
+	sentry string
 	// copyHeld: the apply is held (Scheduler.Hold) until the catch-up.
 	copyHeld bool
 	// checksummed: the checksum ran beside the index build.
@@ -73,7 +75,10 @@ type Runner struct {
 	// reader may see sluice's own RENAME, which is no reason to stop.
 	renaming atomic.Bool
 	phase    atomic.Value // string
-	res      Result
+	// lockAttempts counts Result.LockAttempts: an apply worker settling a
+	// unique-key conflict takes a lock too (settleConflict).
+	lockAttempts atomic.Int64
+	res          Result
 }
 
 // New validates cfg and returns a Runner. It does not touch the server.
@@ -108,6 +113,7 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 			err = errors.Join(err, cerr)
 		}
 		r.res.Total = time.Since(start)
+		r.res.LockAttempts = int(r.lockAttempts.Load())
 		res = r.res
 	}()
 
@@ -221,6 +227,13 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 			}
 		}
 	}
+	if r.db != nil && r.sentry != "" && !r.swapped.Load() {
+		// A cut-over that gave up may leave its sentry; dropped only if it
+		// is one (a swap whose reply was lost made that name the original).
+		if err := r.dropSentry(cctx, r.sentry); err != nil {
+			errs = append(errs, fmt.Errorf("drop the cut-over sentry %s: %w (drop it by hand)", r.sentry, err))
+		}
+	}
 	if r.db != nil {
 		r.releaseRunLock(cctx)
 		r.db.Close()
@@ -267,10 +280,17 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 			}
 		}
 	}
-	if ordErr != nil || r.cfg.KeepIndexes {
+	keptUnique, err := r.shadowHasUnique(ctx)
+	if err != nil {
+		return err
+	}
+	if ordErr != nil || keptUnique {
 		// With a unique index kept on the shadow during the copy, a
 		// collision between rows copied at different times could not be
 		// told from a real one, so the apply waits for the copy instead.
+		if keptUnique {
+			r.log.Info("changes wait for the end of the copy", "reason", "a unique secondary index is kept on the new table during the copy")
+		}
 		r.sched.Hold(true) // keys wait until the copy is done
 		r.copyHeld = true
 	}
@@ -296,7 +316,7 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 	if err := r.recheckOriginal(ctx); err != nil {
 		return err
 	}
-	r.applier, err = apply.New(apply.Config{DB: r.db, Mapping: r.mapping, Key: r.key, Workers: r.cfg.ApplyWorkers,
+	r.applier, err = apply.New(apply.Config{DB: r.db, Mapping: r.mapping, Key: r.key, Workers: r.cfg.ApplyWorkers, Flavor: r.vars.Flavor,
 		Settle: r.settleConflict}, r.sched)
 	if err != nil {
 		return err
@@ -354,7 +374,7 @@ func (r *Runner) copyRows(ctx context.Context) error {
 	}
 	c, err := copier.New(copier.Config{
 		DB: r.db, Mapping: r.mapping, Key: r.key, Workers: r.cfg.CopyWorkers,
-		Chunk:    chunk.Config{Target: r.cfg.ChunkTime},
+		Chunk:    chunk.Config{Target: r.cfg.ChunkTime, Limit: r.chunkLimit},
 		Spans:    r.sched,
 		Throttle: r.throttle.Wait,
 		Within:   within,
@@ -516,7 +536,7 @@ func (r *Runner) withTableLock(ctx context.Context, what, spec string, before fu
 		g.Policy.Budget = r.cfg.CutoverLockTimeout
 	}
 	err := g.Run(ctx, what, func(ctx context.Context, lock *sql.Conn) (err error) {
-		r.res.LockAttempts++
+		r.lockAttempts.Add(1)
 		if _, err := lock.ExecContext(ctx, "LOCK TABLES "+spec); err != nil {
 			return err
 		}
@@ -587,7 +607,7 @@ func (r *Runner) openSnapshots(ctx context.Context) (*snapshots, error) {
 		}
 		snap.conns = append(snap.conns, c)
 		// A consistent snapshot needs REPEATABLE READ.
-		if _, err := c.ExecContext(ctx, "SET SESSION transaction_isolation = 'REPEATABLE-READ'"); err != nil {
+		if _, err := c.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
 			snap.close()
 			return nil, fmt.Errorf("checksum: %w", err)
 		}
@@ -622,108 +642,6 @@ func (r *Runner) compare(ctx context.Context, conns []*sql.Conn) error {
 	}
 	r.log.Info("checksum matches", "rows", res.Rows, "chunks", res.Chunks)
 	return nil
-}
-
-// cutover swaps the tables: under LOCK TABLES on both, it drains the last
-// changes and renames original -> old and shadow -> original, then unlocks.
-func (r *Runner) cutover(ctx context.Context) error {
-	shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
-	oldQ := dbconn.QuoteTable(r.cfg.Database, r.names.Old)
-	spec := r.orig.Quoted() + " WRITE, " + shadowQ + " WRITE"
-	if err := r.waitReplicas(ctx); err != nil {
-		return fmt.Errorf("cut-over: %w", err)
-	}
-	if r.cfg.DropOld {
-		// A run that dies between the swap and the drop leaves it to the
-		// next run, which finds the swap done (resume.go).
-		if err := r.addArtifact(ctx, r.names.Old); err != nil {
-			return err
-		}
-	}
-	before := func(ctx context.Context) error {
-		if err := r.waitBacklog(ctx, 200); err != nil {
-			return err
-		}
-		// Compare the rows changed since the checksum now, so that few are
-		// left for the lock: a pass takes time, in which more change.
-		for pass := 0; pass < 3 && (pass == 0 || r.tracker.Len() > verifyBatch); pass++ {
-			if err := r.verifyChanged(ctx); err != nil {
-				return err
-			}
-		}
-		return r.pauseApply(ctx)
-	}
-	release := func() { r.sched.Hold(false) }
-	err := r.withTableLock(ctx, "cut-over", spec, before, release, func(ctx context.Context, lock *sql.Conn) error {
-		start := time.Now()
-		err := r.drainLocked(ctx, lock, time.Second)
-		drained := time.Now()
-		if err == nil {
-			err = r.verifyLocked(ctx, lock)
-		}
-		r.res.CutoverDrain, r.res.CutoverVerify = drained.Sub(start), time.Since(drained)
-		if err == nil {
-			err = r.carryAutoIncrement(ctx, lock)
-		}
-		if err == nil {
-			r.renaming.Store(true)
-			_, err = lock.ExecContext(ctx, "RENAME TABLE "+r.orig.Quoted()+" TO "+oldQ+", "+shadowQ+" TO "+r.orig.Quoted())
-			if err != nil && r.renamed(ctx) {
-				err = nil // the rename committed; only its reply was lost
-			}
-			if err != nil {
-				r.renaming.Store(false)
-			}
-		}
-		if err == nil {
-			r.swapped.Store(true)
-			r.res.CutoverLock = time.Since(start)
-		}
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("cut-over: %w", err)
-	}
-	r.log.Info("tables swapped", "lock_held", r.res.CutoverLock.Round(time.Millisecond), "drain", r.res.CutoverDrain.Round(time.Millisecond),
-		"verify", r.res.CutoverVerify.Round(time.Millisecond), "old_table", r.names.Old)
-	r.res.OldTable = r.names.Old
-	r.res.KeysApplied = r.applier.Applied()
-	if r.cfg.DropOld {
-		// The swap is done: finish even if the run is being cancelled. A query
-		// that began before the swap still holds the old table; the guard
-		// waits it out rather than queue behind it.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.LockDeadline)
-		defer cancel()
-		if err := r.dropGuarded(dctx, r.names.Old); err != nil {
-			return fmt.Errorf("the migration is done but dropping %s failed (drop it by hand): %w", r.names.Old, err)
-		}
-		r.res.OldTable = ""
-	}
-	return nil
-}
-
-// dropGuarded drops a table sluice created, through the metadata-lock guard.
-func (r *Runner) dropGuarded(ctx context.Context, name string) error {
-	return r.lockGuard(name).Run(ctx, "DROP TABLE "+name, func(ctx context.Context, conn *sql.Conn) error {
-		_, err := conn.ExecContext(ctx, "DROP TABLE IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, name))
-		return err
-	})
-}
-
-// settling reports whether the RENAME was sent: errors of the binlog reader
-// and the apply workers no longer matter then.
-func (r *Runner) settling() bool { return r.renaming.Load() || r.swapped.Load() }
-
-// renamed reports whether the swap is visible: the old name exists and the
-// shadow name does not.
-func (r *Runner) renamed(ctx context.Context) bool {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	var old, shadow int
-	err := r.db.QueryRowContext(cctx, `SELECT COALESCE(SUM(TABLE_NAME = ?), 0), COALESCE(SUM(TABLE_NAME = ?), 0)
-		FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?, ?)`,
-		r.names.Old, r.names.Shadow, r.cfg.Database, r.names.Old, r.names.Shadow).Scan(&old, &shadow)
-	return err == nil && old == 1 && shadow == 0
 }
 
 func (r *Runner) reportProgress(ctx context.Context) {

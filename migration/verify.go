@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/sluicedb/sluice/internal/apply"
 	"github.com/sluicedb/sluice/internal/binlog"
@@ -12,6 +13,7 @@ import (
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/mdl"
 	"github.com/sluicedb/sluice/internal/rowkey"
+	"golang.org/x/sync/errgroup"
 )
 
 // The final guard. The checksum proves the tables equal at its snapshot;
@@ -58,35 +60,44 @@ func checksOut(o checksum.KeyOutcome, t apply.Tracked) bool {
 }
 
 // compareTracked compares the rows of pending in batches on q (from begin,
-// which may open a snapshot for each batch), and hands each batch and its
-// outcomes to judge, which returns the entries to forget.
-func (r *Runner) compareTracked(ctx context.Context, pending []apply.Tracked, q func() (dbconn.Querier, func(), error),
+// which may open a snapshot for each batch), workers batches at once, and
+// hands each batch and its outcomes to judge, which returns the entries to
+// forget (judge may run on several batches at once).
+func (r *Runner) compareTracked(ctx context.Context, pending []apply.Tracked, workers int, q func() (dbconn.Querier, func(), error),
 	judge func(batch []apply.Tracked, out []checksum.KeyOutcome) ([]apply.Tracked, error)) error {
+	var verified atomic.Int64
+	defer func() { r.res.ChangedRowsVerified += verified.Load() }()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, workers))
 	for len(pending) > 0 {
 		n := min(verifyBatch, len(pending))
 		batch := pending[:n]
 		pending = pending[n:]
-		conn, done, err := q()
-		if err != nil {
-			return fmt.Errorf("compare changed rows: %w", err)
-		}
-		out, err := checksum.CompareKeys(ctx, conn, checksum.Config{Mapping: r.mapping, Key: r.key}, keysOf(batch))
-		done()
-		if err != nil {
-			return err
-		}
-		equal, err := judge(batch, out)
-		if err != nil {
-			return err
-		}
-		r.tracker.Verified(equal)
-		r.res.ChangedRowsVerified += int64(len(equal))
+		g.Go(func() error {
+			conn, done, err := q()
+			if err != nil {
+				return fmt.Errorf("compare changed rows: %w", err)
+			}
+			out, err := checksum.CompareKeys(gctx, conn, checksum.Config{Mapping: r.mapping, Key: r.key}, keysOf(batch))
+			done()
+			if err != nil {
+				return err
+			}
+			equal, err := judge(batch, out)
+			if err != nil {
+				return err
+			}
+			r.tracker.Verified(equal)
+			verified.Add(int64(len(equal)))
+			return nil
+		})
 	}
-	return nil
+	return g.Wait()
 }
 
-// verifyChanged compares, in consistent snapshots, the rows of the keys
-// changed since the checksum, and forgets those that check out. Rows whose
+// verifyChanged compares, in consistent snapshots (one a batch, several
+// batches at once), the rows of the keys changed since the checksum, and
+// forgets those that check out. Rows whose
 // change is not applied yet differ and stay recorded.
 func (r *Runner) verifyChanged(ctx context.Context) error {
 	snapshot := func() (dbconn.Querier, func(), error) {
@@ -96,7 +107,7 @@ func (r *Runner) verifyChanged(ctx context.Context) error {
 		}
 		return tx, func() { tx.Rollback() }, nil
 	}
-	return r.compareTracked(ctx, r.tracker.Take(0), snapshot, func(batch []apply.Tracked, out []checksum.KeyOutcome) ([]apply.Tracked, error) {
+	return r.compareTracked(ctx, r.tracker.Take(0), r.cfg.ChecksumWorkers, snapshot, func(batch []apply.Tracked, out []checksum.KeyOutcome) ([]apply.Tracked, error) {
 		var equal []apply.Tracked
 		for i, o := range out {
 			if checksOut(o, batch[i]) {
@@ -117,7 +128,7 @@ func (r *Runner) verifyLocked(ctx context.Context, lock *sql.Conn) error {
 		return fmt.Errorf("%w: %d changed rows to compare", mdl.ErrRetry, len(pending))
 	}
 	locked := func() (dbconn.Querier, func(), error) { return lock, func() {}, nil }
-	return r.compareTracked(ctx, pending, locked, func(batch []apply.Tracked, out []checksum.KeyOutcome) ([]apply.Tracked, error) {
+	return r.compareTracked(ctx, pending, 1, locked, func(batch []apply.Tracked, out []checksum.KeyOutcome) ([]apply.Tracked, error) {
 		for i, o := range out {
 			switch {
 			case checksOut(o, batch[i]):

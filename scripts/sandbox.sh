@@ -7,6 +7,8 @@
 #   scripts/sandbox.sh status   say whether it runs
 #   scripts/sandbox.sh env      print the export line for SLUICE_TEST_DSN
 #   SLUICE_SANDBOX_PROFILE=alt scripts/sandbox.sh up   the second server (PROFILE below)
+#   SLUICE_SANDBOX_PROFILE=mariadb11 scripts/sandbox.sh up   MariaDB 11.8 (Debian unstable) on 13311
+#   SLUICE_SANDBOX_PROFILE=mariadb10 scripts/sandbox.sh up   MariaDB 10.11 (Debian 12) on 13310
 #   scripts/sandbox.sh replicas up [N]   start N (1 or 2, default 2) replicas of the default
 #                               server (starting it first if needed); replicas above N are
 #                               stopped; print the export line for SLUICE_TEST_REPLICA_DSNS
@@ -19,6 +21,11 @@
 #
 # MySQL 9.7 ships in Debian unstable, which needs a newer glibc than Debian 12,
 # so the server runs inside a debootstrap chroot kept in $SLUICE_SANDBOX_ROOT.
+# MariaDB 11.8, in the same Debian release, cannot share that chroot (its
+# packages break MySQL's), so it has its own (sid-mariadb); MariaDB 10.11 is
+# Debian 12's, and runs from a Debian 12 chroot (bookworm-mariadb) so that the
+# host is left as it is. Each MariaDB profile prints SLUICE_TEST_DSN: the test
+# suite runs against whichever server that names.
 # Every step is idempotent: run "up" as often as you like. Needs root.
 #
 # Replicas (replica1 on 127.0.0.1:13317, replica2 on 13318) are more mysqld
@@ -45,7 +52,8 @@
 set -euo pipefail
 
 ROOT=${SLUICE_SANDBOX_ROOT:-/var/cache/sluice/sandbox}
-CHROOT=$ROOT/sid
+# Each profile's chroot ($CHROOT), the Debian release it is made from
+# ($SUITE) and the packages it holds are set by profile (below).
 # The default server's port: the replicas' source.
 PRIMARY_PORT=${SLUICE_SANDBOX_PORT:-13307}
 PRIMARY_SOCK=/run/sluice-mysql/mysqld.sock   # inside the chroot
@@ -61,6 +69,10 @@ REPL_PASSWORD=sluice-repl-sandbox
 # transactions; "replica1" and "replica2" replicate from "default".
 profile() {
   NAME=$1
+  CHROOT=$ROOT/sid
+  SUITE=sid
+  PACKAGES=mysql-server-core,mysql-client
+  FLAVOR=mysql
   SERVER_ID=1
   BUFFER_POOL=${SLUICE_SANDBOX_BUFFER_POOL:-2G}
   case "$1" in
@@ -105,13 +117,43 @@ innodb_redo_log_capacity=64M
 innodb_flush_log_at_trx_commit=2
 sync_binlog=0
 max_connections=200" ;;
-    *) echo "sandbox: unknown profile $1 (default or alt)" >&2; exit 2 ;;
+    mariadb11|mariadb10)
+      FLAVOR=mariadb
+      EXTRA=""
+      if [ "$1" = mariadb11 ]; then
+        PORT=${SLUICE_SANDBOX_PORT:-13311}
+        CHROOT=$ROOT/sid-mariadb
+        SUITE=sid
+        PACKAGES=mariadb-server-core,mariadb-client-core
+      else
+        PORT=${SLUICE_SANDBOX_PORT:-13310}
+        CHROOT=$ROOT/bookworm-mariadb
+        SUITE=bookworm
+        PACKAGES=mariadb-server-core,mariadb-client-core
+        # Debian's 10.11 defaults to latin1; 11.8 and MySQL to utf8mb4, which
+        # the tests' tables assume.
+        EXTRA="character_set_server=utf8mb4
+collation_server=utf8mb4_general_ci"
+      fi
+      DATADIR=/var/lib/sluice-mariadb
+      RUNDIR=/run/sluice-mariadb
+      CNF=/etc/sluice/mariadb.cnf
+      DSN_VAR=SLUICE_TEST_DSN
+      BUFFER_POOL=${SLUICE_SANDBOX_BUFFER_POOL:-1G} ;;
+    *) echo "sandbox: unknown profile $1 (default, alt, mariadb11 or mariadb10)" >&2; exit 2 ;;
   esac
+  if [ "$FLAVOR" = mariadb ]; then
+    MYSQLD=mariadbd
+    CLIENT=mariadb
+  else
+    MYSQLD=mysqld
+    CLIENT=mysql
+  fi
 }
 PROFILE=${SLUICE_SANDBOX_PROFILE:-default}
 case "$PROFILE" in
-  default|alt) profile "$PROFILE" ;;
-  *) echo "sandbox: unknown profile $PROFILE (default or alt)" >&2; exit 2 ;;
+  default|alt|mariadb11|mariadb10) profile "$PROFILE" ;;
+  *) echo "sandbox: unknown profile $PROFILE (default, alt, mariadb11 or mariadb10)" >&2; exit 2 ;;
 esac
 # The Debian mirror: $SLUICE_DEBIAN_MIRROR, else the first "debian" archive this machine's own
 # apt sources name (deb822 .sources files or one-line .list files).
@@ -143,13 +185,13 @@ apt_install_host() {
 provision() {
   [ -n "$MIRROR" ] || die "no Debian mirror in /etc/apt/sources*; set SLUICE_DEBIAN_MIRROR"
   apt_install_host debootstrap
-  if [ ! -x "$CHROOT/usr/sbin/mysqld" ]; then
-    log "building the MySQL chroot in $CHROOT (once; about a minute)"
+  if [ ! -x "$CHROOT/usr/sbin/$MYSQLD" ]; then
+    log "building the $FLAVOR chroot in $CHROOT (once; about a minute)"
     rm -rf "$CHROOT.partial"
     mkdir -p "$ROOT"
-    debootstrap --variant=minbase --include=mysql-server-core,mysql-client \
-      sid "$CHROOT.partial" "$MIRROR" >"$ROOT/debootstrap.log" 2>&1 \
-      || die "debootstrap failed; see $ROOT/debootstrap.log"
+    debootstrap --variant=minbase --include="$PACKAGES" \
+      "$SUITE" "$CHROOT.partial" "$MIRROR" >"$ROOT/debootstrap-${CHROOT##*/}.log" 2>&1 \
+      || die "debootstrap failed; see $ROOT/debootstrap-${CHROOT##*/}.log"
     rm -rf "$CHROOT"
     mv "$CHROOT.partial" "$CHROOT"
   fi
@@ -160,8 +202,44 @@ mount_proc() {
   mkdir -p "$CHROOT/dev/shm"
 }
 
+# tls_material: a sandbox CA, a server certificate it signed (for
+# 127.0.0.1, localhost and sluice-sandbox) and a client certificate, made once
+# in $TLS_DIR on the host; the server's part is copied into the chroot.
+TLS_DIR=$ROOT/tls
+tls_material() {
+  if [ ! -s "$TLS_DIR/client-key.pem" ]; then
+    command -v openssl >/dev/null || apt_install_host openssl
+    log "making the sandbox's TLS CA and certificates in $TLS_DIR"
+    rm -rf "$TLS_DIR.tmp" && mkdir -p "$TLS_DIR.tmp"
+    (
+      cd "$TLS_DIR.tmp"
+      openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=sluice sandbox CA" -keyout ca-key.pem -out ca.pem
+      printf 'subjectAltName=DNS:sluice-sandbox,DNS:localhost,IP:127.0.0.1\n' >server.ext
+      printf 'extendedKeyUsage=clientAuth\n' >client.ext
+      for who in server client; do
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=sluice-$who" -keyout $who-key.pem -out $who.csr
+        openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 3650 -extfile $who.ext -out $who-cert.pem
+      done
+      chmod 600 ./*-key.pem
+    ) >"$TLS_DIR.log" 2>&1 || die "could not make the TLS certificates; see $TLS_DIR.log"
+    rm -rf "$TLS_DIR" && mv "$TLS_DIR.tmp" "$TLS_DIR"
+  fi
+  mkdir -p "$CHROOT/etc/sluice/tls"
+  cp "$TLS_DIR/ca.pem" "$TLS_DIR/server-cert.pem" "$TLS_DIR/server-key.pem" "$CHROOT/etc/sluice/tls/"
+}
+
+# The server's TLS settings (both flavours read them in [mysqld]/[mariadbd]).
+TLS_CNF="ssl_ca=/etc/sluice/tls/ca.pem
+ssl_cert=/etc/sluice/tls/server-cert.pem
+ssl_key=/etc/sluice/tls/server-key.pem"
+
 write_config() {
   mkdir -p "$CHROOT/etc/sluice"
+  tls_material
+  if [ "$FLAVOR" = mariadb ]; then
+    write_mariadb_config
+    return
+  fi
   cat >"$CHROOT$CNF" <<CNF
 [mysqld]
 user=root
@@ -186,6 +264,42 @@ innodb_flush_log_at_trx_commit=1
 sync_binlog=1
 max_connections=500
 skip-name-resolve
+$TLS_CNF
+$EXTRA
+CNF
+}
+
+# write_mariadb_config: the same durability and binlog as the MySQL server's
+# (ROW, FULL images, GTIDs, which MariaDB always writes; gtid_strict_mode makes
+# them as strict as MySQL's), with performance_schema on and its metadata-lock
+# instrument too (MariaDB's defaults are off for both; sluice reads threads and
+# metadata locks there, as on MySQL).
+write_mariadb_config() {
+  cat >"$CHROOT$CNF" <<CNF
+[mariadbd]
+user=root
+port=$PORT
+bind-address=127.0.0.1
+datadir=$DATADIR
+socket=$RUNDIR/mysqld.sock
+pid-file=$RUNDIR/mysqld.pid
+log-error=$DATADIR/error.log
+secure-file-priv=
+server-id=$SERVER_ID
+log-bin=binlog
+binlog_format=ROW
+binlog_row_image=FULL
+gtid_strict_mode=ON
+binlog_expire_logs_seconds=86400
+innodb_buffer_pool_size=$BUFFER_POOL
+innodb_log_file_size=512M
+innodb_flush_log_at_trx_commit=1
+sync_binlog=1
+max_connections=500
+skip-name-resolve
+performance_schema=ON
+performance-schema-instrument='wait/lock/metadata/sql/mdl=ON'
+$TLS_CNF
 $EXTRA
 CNF
 }
@@ -194,7 +308,7 @@ CNF
 running() {
   local pid
   pid=$(cat "$CHROOT$RUNDIR/mysqld.pid" 2>/dev/null) || return 1
-  [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = mysqld ] || return 1
+  [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$MYSQLD" ] || return 1
   [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]
 }
 
@@ -211,7 +325,7 @@ wait_ready() {
 chroot_mysqlds() {
   local p root
   root=$(readlink -f "$CHROOT")
-  for p in $(pgrep -x mysqld || true); do
+  for p in $(pgrep -x "$MYSQLD" || true); do
     [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$root" ] || continue
     [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] && echo "$p"
   done
@@ -223,37 +337,51 @@ chroot_mysqlds() {
 others() {
   local p root
   root=$(readlink -f "$CHROOT")
-  for p in $(pgrep -f "^mysqld --defaults-file=${CNF//./\\.}( |\$)" || true); do
+  for p in $(pgrep -f "^$MYSQLD --defaults-file=${CNF//./\\.}( |\$)" || true); do
     [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$root" ] || continue
     [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] && echo "$p"
   done
   return 0
 }
 
-mysql_root() { in_chroot mysql --no-defaults -uroot --socket="$RUNDIR/mysqld.sock" "$@"; }
+mysql_root() { in_chroot "$CLIENT" --no-defaults -uroot --socket="$RUNDIR/mysqld.sock" "$@"; }
 mysql_primary() { in_chroot mysql --no-defaults -uroot --socket="$PRIMARY_SOCK" "$@"; }
 
 # start_server: the chroot, the cnf and the datadir exist and mysqld answers.
 start_server() {
   provision
   mount_proc
+  local before
+  before=$(cat "$CHROOT$CNF" 2>/dev/null || true)
   write_config
+  if running && [ "$before" != "$(cat "$CHROOT$CNF")" ]; then
+    log "$NAME: the configuration changed; restarting $MYSQLD"
+    stop_server
+  fi
   mkdir -p "$CHROOT$RUNDIR"
   if [ ! -d "$CHROOT$DATADIR/mysql" ]; then
     log "$NAME: initialising the datadir"
     rm -rf "$CHROOT$DATADIR"
     mkdir -p "$CHROOT$DATADIR"
-    in_chroot mysqld --defaults-file=$CNF --initialize-insecure --user=root \
-      || die "mysqld --initialize failed; see $CHROOT$DATADIR/error.log"
+    if [ "$FLAVOR" = mariadb ]; then
+      # root@localhost without a password (not unix_socket), as MySQL's
+      # --initialize-insecure gives.
+      in_chroot mariadb-install-db --defaults-file=$CNF --user=root --auth-root-authentication-method=normal --skip-name-resolve --force \
+        --skip-test-db >"$CHROOT$DATADIR.install.log" 2>&1 \
+        || die "mariadb-install-db failed; see $CHROOT$DATADIR.install.log"
+    else
+      in_chroot mysqld --defaults-file=$CNF --initialize-insecure --user=root \
+        || die "mysqld --initialize failed; see $CHROOT$DATADIR/error.log"
+    fi
   fi
   if ! running && [ -z "$(others)" ]; then
-    log "$NAME: starting mysqld on 127.0.0.1:$PORT"
+    log "$NAME: starting $MYSQLD on 127.0.0.1:$PORT"
     rm -f "$CHROOT$RUNDIR/mysqld.pid"
     chroot "$CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin \
-      setsid mysqld --defaults-file=$CNF </dev/null >/dev/null 2>&1 &
+      setsid "$MYSQLD" --defaults-file=$CNF </dev/null >/dev/null 2>&1 &
     sleep 1
   fi
-  wait_ready || die "$NAME: mysqld is not answering; see $CHROOT$DATADIR/error.log"
+  wait_ready || die "$NAME: $MYSQLD is not answering; see $CHROOT$DATADIR/error.log"
 }
 
 # accounts: the sandbox's own accounts: root over TCP without a password
@@ -402,11 +530,27 @@ START REPLICA;
 SQL
 }
 
+# caught_up SECONDS: this replica has applied every transaction the primary had
+# when asked, within SECONDS.
+caught_up() {
+  local want
+  want=$(mysql_primary -N -B -e "SELECT REPLACE(@@GLOBAL.gtid_executed, '\n', '')")
+  [ "$(mysql_root -N -B -e "SELECT WAIT_FOR_EXECUTED_GTID_SET('$want', $1)" 2>/dev/null)" = 0 ]
+}
+
 replica_up() {
   start_server
   if ! replica_healthy; then
     replica_clone
     replica_healthy || die "$NAME: does not replicate after a fresh clone; see $CHROOT$DATADIR/error.log"
+  fi
+  # A replica stopped for a while (a reboot) has hours of the primary's binlog
+  # to replay; tests would see it lag. A fresh clone is quicker.
+  if ! caught_up 60; then
+    log "$NAME: still behind the primary after a minute; cloning it afresh"
+    replica_clone
+    replica_healthy || die "$NAME: does not replicate after a fresh clone; see $CHROOT$DATADIR/error.log"
+    caught_up 300 || die "$NAME: not caught up with the primary 5 minutes after a fresh clone"
   fi
   # The clone brought the primary's accounts; made sure of all the same,
   # without a GTID of the replica's own.
@@ -481,8 +625,9 @@ case "${1:-}" in
   reset) down; rm -rf "$CHROOT$DATADIR"; log "datadir removed" ;;
   status) if running; then echo "running on 127.0.0.1:$PORT"; else echo "stopped"; exit 3; fi ;;
   env) env_line ;;
+  tls-dir) provision >/dev/null; tls_material; echo "$TLS_DIR" ;;
   mysql) shift; mysql_root "$@" ;;
   replicas) shift; replicas "$@" ;;
   pt-osc) shift; pt_osc "$@" ;;
-  *) echo "usage: $0 up|down|reset|status|env|mysql [args]|replicas up|down|reset|status|env|pt-osc [args]" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|reset|status|env|tls-dir|mysql [args]|replicas up|down|reset|status|env|pt-osc [args]" >&2; exit 2 ;;
 esac

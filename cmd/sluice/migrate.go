@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -20,10 +19,12 @@ type migrateFlags struct {
 	host, user, database, table, alter, dsn string
 	port                                    int
 	passwordFile, defaultsFile, tlsMode     string
+	tls                                     dbconn.TLSFiles
 	password                                string // refused: only here to say so
 	copyWorkers, applyWorkers, checkWorkers int
 	chunkTime, progress, cutoverLock        time.Duration
 	dropOld, quiet, keepIndexes, postpone   bool
+	deferIndexes                            bool
 	ddlThreads                              int
 	ddlBuffer                               int64
 	method, format                          string
@@ -81,6 +82,10 @@ func serverFlags(c *cobra.Command, f *migrateFlags) {
 	fl.StringVar(&f.passwordFile, "password-file", "", "file whose first line is the password")
 	fl.StringVar(&f.defaultsFile, "defaults-file", "", "MySQL option file to read user, password, host and port from ([client] section)")
 	fl.StringVar(&f.tlsMode, "tls", "false", "TLS for every connection, the binlog one included: false, true (verify the server), skip-verify or preferred")
+	fl.StringVar(&f.tls.CA, "tls-ca", "", "PEM file of the CA that signed the server's certificate (implies --tls=true)")
+	fl.StringVar(&f.tls.Cert, "tls-cert", "", "PEM file of sluice's client certificate (with --tls-key; implies --tls=true)")
+	fl.StringVar(&f.tls.Key, "tls-key", "", "PEM file of the client certificate's private key")
+	fl.StringVar(&f.tls.ServerName, "tls-server-name", "", "name the server's certificate must carry (default: --host)")
 	fl.StringVar(&f.password, "password", "", "not accepted: use MYSQL_PWD, --password-file or --defaults-file")
 	fl.MarkHidden("password")
 }
@@ -130,7 +135,8 @@ or the [client] section of --defaults-file; never from the command line.`,
 	fl.BoolVar(&f.restart, "restart", false, "drop the work an earlier run of this migration left (its new table and checkpoint) and start over, instead of resuming it")
 	fl.DurationVar(&f.checkpointEvery, "checkpoint-interval", 10*time.Second, "how often the copy records its progress; a resumed run copies at most about this much again")
 	fl.StringVar(&f.panicFile, "panic-flag-file", "", "stop the migration (original untouched, shadow dropped) once this file exists")
-	fl.BoolVar(&f.keepIndexes, "keep-indexes", false, "keep secondary indexes during the copy instead of building them after it")
+	fl.BoolVar(&f.keepIndexes, "keep-indexes", false, "keep plain secondary indexes during the copy instead of building them after it (the default while replicas are watched: a build after the copy would stop their appliers for its whole duration); unique ones are always built after the copy")
+	fl.BoolVar(&f.deferIndexes, "defer-indexes", false, "build secondary indexes after the copy even while replicas are watched (faster; the build lags the replicas by its duration)")
 	fl.IntVar(&f.ddlThreads, "ddl-threads", 0, "innodb_ddl_threads and innodb_parallel_read_threads for index builds (default: the planner's, one per server CPU up to 8)")
 	fl.Int64Var(&f.ddlBuffer, "ddl-buffer-size", 0, "innodb_ddl_buffer_size in bytes for index builds (default: the planner's, sized to the sort within the free memory)")
 	fl.BoolVar(&f.dropOld, "drop-old", false, "drop the original table after the swap instead of keeping it as _<table>_old")
@@ -163,7 +169,7 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		Conn: conn, Database: database, Table: f.table, Alter: f.alter,
 		CopyWorkers: f.copyWorkers, ApplyWorkers: f.applyWorkers, ChecksumWorkers: f.checkWorkers, ChunkTime: f.chunkTime,
 		PostponeCutover: f.postpone, CutoverLockTimeout: f.cutoverLock,
-		KeepIndexes: f.keepIndexes, DDLThreads: f.ddlThreads, DDLBufferSize: f.ddlBuffer,
+		KeepIndexes: f.keepIndexes, DeferIndexes: f.deferIndexes, DDLThreads: f.ddlThreads, DDLBufferSize: f.ddlBuffer,
 		DropOld: f.dropOld, ProgressInterval: f.progress, Logger: logger,
 		Method: f.method, Approve: f.approve, Replicas: f.replicas, MaxInplace: f.maxInplace, LockWait: f.lockWait,
 		LockDeadline: f.lockDeadline, MaxQueued: f.maxQueued, KillAfter: kill, KillMaxRows: f.killMaxRows,
@@ -190,13 +196,20 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		return nil
 	}
 	if res.Resumed {
-		fmt.Fprintf(out, "sluice: resumed the earlier run from its checkpoint (%d rows had been copied)\n", res.ResumedRows)
+		fmt.Fprintf(out, "sluice: resumed the earlier run from its checkpoint (%d rows had been copied; %d rows copied after it were copied again)\n", res.ResumedRows, res.Recopied)
+	}
+	if res.LockGuardBlind != "" {
+		fmt.Fprintf(out, "sluice: warning: %s\n", res.LockGuardBlind)
 	}
 	switch res.Path {
 	case "instant":
 		fmt.Fprintf(out, "sluice: %s.%s changed INSTANTly in %s (%d metadata-lock attempt(s))\n", database, f.table, res.Total.Round(time.Millisecond), res.LockAttempts)
 		return nil
 	case "in-place":
+		if res.DDL == nil {
+			fmt.Fprintf(out, "sluice: %s.%s changed in place in %s (the server's own index build settings)\n", database, f.table, res.Total.Round(time.Millisecond))
+			return nil
+		}
 		fmt.Fprintf(out, "sluice: %s.%s changed in place in %s with innodb_ddl_threads=%d innodb_ddl_buffer_size=%d innodb_parallel_read_threads=%d; peak DDL memory %s\n",
 			database, f.table, res.Total.Round(time.Millisecond), res.DDL.Threads, res.DDL.BufferBytes, res.DDL.ReadThreads, mib(res.DDLPeakBytes))
 		return nil
@@ -227,89 +240,6 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 
 // errPasswordFlag refuses --password.
 var errPasswordFlag = errors.New("passwords are not accepted on the command line (other users can read it in the process list): use MYSQL_PWD, --password-file or --defaults-file")
-
-// tableConnection is connection for the commands that name a table: it
-// refuses --password and requires --database and --table.
-func tableConnection(c *cobra.Command, f migrateFlags) (dbconn.Config, string, error) {
-	if c.Flags().Changed("password") {
-		return dbconn.Config{}, "", errPasswordFlag
-	}
-	conn, database, err := connection(c, f)
-	switch {
-	case err != nil:
-		return conn, "", err
-	case database == "":
-		return conn, "", errors.New("no database given: pass --database")
-	case f.table == "":
-		return conn, "", errors.New("no table given: pass --table")
-	}
-	return conn, database, nil
-}
-
-// connection resolves where to connect and as whom, with the password from a
-// file, the environment or an option file.
-func connection(c *cobra.Command, f migrateFlags) (dbconn.Config, string, error) {
-	conn := dbconn.Config{Host: f.host, Port: f.port, User: f.user}
-	database := f.database
-	if f.defaultsFile != "" {
-		opts, err := readOptionFile(f.defaultsFile)
-		if err != nil {
-			return conn, "", err
-		}
-		if v, ok := opts["user"]; ok && !c.Flags().Changed("user") {
-			conn.User = v
-		}
-		if v, ok := opts["host"]; ok && !c.Flags().Changed("host") {
-			conn.Host = v
-		}
-		if v, ok := opts["port"]; ok && !c.Flags().Changed("port") {
-			if _, err := fmt.Sscanf(v, "%d", &conn.Port); err != nil {
-				return conn, "", fmt.Errorf("option file %s: port %q is not a number", f.defaultsFile, v)
-			}
-		}
-		if v, ok := opts["password"]; ok {
-			conn.Password = v
-		}
-		if v, ok := opts["database"]; ok && database == "" {
-			database = v
-		}
-	}
-	if f.dsn != "" {
-		dc, db, err := dbconn.ParseDSN(f.dsn)
-		if err != nil {
-			return conn, "", fmt.Errorf("--dsn: %v", err)
-		}
-		if dc.Password != "" {
-			return conn, "", errors.New("--dsn holds a password, which would be visible in the process list: remove it and use MYSQL_PWD, --password-file or --defaults-file")
-		}
-		dc.Password = conn.Password
-		conn = dc
-		if db != "" {
-			database = db
-		}
-	}
-	if p, ok := os.LookupEnv("MYSQL_PWD"); ok {
-		conn.Password = p
-	}
-	if f.passwordFile != "" {
-		b, err := os.ReadFile(f.passwordFile)
-		if err != nil {
-			return conn, "", fmt.Errorf("--password-file: %v", err)
-		}
-		conn.Password, _, _ = strings.Cut(string(b), "\n")
-		conn.Password = strings.TrimRight(conn.Password, "\r")
-	}
-	if conn.User == "" {
-		conn.User = os.Getenv("USER")
-	}
-	if c.Flags().Changed("tls") || conn.Params["tls"] == "" {
-		if conn.Params == nil {
-			conn.Params = map[string]string{}
-		}
-		conn.Params["tls"] = f.tlsMode
-	}
-	return conn, database, nil
-}
 
 func mib(n int64) string {
 	if n <= 0 {

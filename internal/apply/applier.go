@@ -35,6 +35,9 @@ type Config struct {
 	// the original, where the shadow equals the original, and return an error
 	// wrapping ErrDuplicate if the collision is still there, else nil.
 	Settle func(ctx context.Context) error
+	// Flavor is the server's: MariaDB spells the locking read LOCK IN SHARE
+	// MODE and refuses a NOWAIT lock with a lock wait timeout.
+	Flavor dbconn.Flavor
 }
 
 // Applier applies the keys a Scheduler holds. Run blocks until its context ends
@@ -46,6 +49,9 @@ type Applier struct {
 	applied atomic.Int64
 	deleteSQL,
 	insertSQL string
+	// share and shareNowait are the locking clauses of the read of the
+	// original, in the server's dialect.
+	share, shareNowait string
 }
 
 // New validates cfg and returns an Applier fed by sched.
@@ -59,12 +65,18 @@ func New(cfg Config, sched *Scheduler) (*Applier, error) {
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 500
 	}
-	return &Applier{
-		cfg:       cfg,
-		sched:     sched,
-		deleteSQL: "DELETE FROM " + cfg.Mapping.Target.Quoted() + " WHERE ",
-		insertSQL: cfg.Mapping.CopySQL(),
-	}, nil
+	a := &Applier{
+		cfg:         cfg,
+		sched:       sched,
+		deleteSQL:   "DELETE FROM " + cfg.Mapping.Target.Quoted() + " WHERE ",
+		insertSQL:   cfg.Mapping.CopySQL(),
+		share:       " FOR SHARE",
+		shareNowait: " FOR SHARE NOWAIT",
+	}
+	if cfg.Flavor == dbconn.MariaDB {
+		a.share, a.shareNowait = " LOCK IN SHARE MODE", " LOCK IN SHARE MODE NOWAIT"
+	}
+	return a, nil
 }
 
 // Applied returns how many key applications have committed.
@@ -188,7 +200,7 @@ func (a *Applier) resolve(ctx context.Context) error {
 		a.sched.Requeue(keys)
 		return fmt.Errorf("apply: %w", err)
 	}
-	err = a.applyWithRetry(ctx, txRunner{conn}, keys, forShare)
+	err = a.applyWithRetry(ctx, txRunner{conn}, keys, a.share)
 	conn.Close()
 	if err != nil {
 		a.sched.Requeue(keys)
@@ -213,7 +225,7 @@ func (a *Applier) applyAll(ctx context.Context, db runner) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	err := a.applyWithRetry(ctx, db, keys, forShare)
+	err := a.applyWithRetry(ctx, db, keys, a.share)
 	if err != nil {
 		a.sched.Requeue(keys)
 		return err
@@ -258,11 +270,12 @@ type directRunner struct{ conn execer }
 
 func (r directRunner) run(ctx context.Context, fn func(execer) error) error { return fn(r.conn) }
 
-// Locking clauses for the read of the original.
-const (
-	forShare       = " FOR SHARE"
-	forShareNowait = " FOR SHARE NOWAIT"
-)
+// locked reports whether err is a NOWAIT read's refusal of a locked row:
+// MySQL's own error, or MariaDB's lock wait timeout.
+func (a *Applier) locked(err error) bool {
+	n := dbconn.ErrorNumber(err)
+	return n == dbconn.ErrLockNowait || (a.cfg.Flavor == dbconn.MariaDB && n == dbconn.ErrLockWaitTimeout)
+}
 
 // applyNowait applies keys without ever waiting for a row lock the
 // application holds: sluice then never takes part in a lock-wait cycle, so
@@ -270,8 +283,8 @@ const (
 // meets a locked row is split in halves; it returns the keys whose rows were
 // locked, which the caller requeues.
 func (a *Applier) applyNowait(ctx context.Context, keys []rowkey.Key) ([]rowkey.Key, error) {
-	err := a.applyWithRetry(ctx, txRunner{a.cfg.DB}, keys, forShareNowait)
-	if dbconn.ErrorNumber(err) != dbconn.ErrLockNowait {
+	err := a.applyWithRetry(ctx, txRunner{a.cfg.DB}, keys, a.shareNowait)
+	if !a.locked(err) {
 		return nil, err
 	}
 	if len(keys) == 1 {
@@ -309,7 +322,7 @@ func (a *Applier) applyWithRetry(ctx context.Context, db runner, keys []rowkey.K
 	var err error
 	for attempt := 0; attempt < 20; attempt++ {
 		err = a.applyOnce(ctx, db, keys, lock)
-		if err == nil || !dbconn.Retryable(err) {
+		if err == nil || !dbconn.Retryable(err) || (lock == a.shareNowait && a.locked(err)) {
 			break
 		}
 		select {
@@ -347,7 +360,7 @@ func (a *Applier) applyKeys(ctx context.Context, tx execer, keys []rowkey.Key, l
 			if dbconn.ErrorNumber(err) == dbconn.ErrDupEntry {
 				return fmt.Errorf("%w: %v", ErrDuplicate, err)
 			}
-			if dbconn.ErrorNumber(err) == dbconn.ErrLockNowait {
+			if lock == a.shareNowait && a.locked(err) {
 				return err // unwrapped: applyNowait splits the batch
 			}
 			return fmt.Errorf("apply: copy %d keys: %w", len(part), err)

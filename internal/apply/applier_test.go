@@ -25,7 +25,7 @@ func TestLockedRowsAreRequeuedNotLost(t *testing.T) {
 	ctx := context.Background()
 	m, key := db.Mapping(t, "src", "dst", false)
 	sched := NewScheduler()
-	a, err := New(Config{DB: db.DB, Mapping: m, Key: key, Workers: 1, BatchSize: 40}, sched)
+	a, err := New(Config{DB: db.DB, Mapping: m, Key: key, Workers: 1, BatchSize: 40, Flavor: db.Flavor}, sched)
 	if err != nil {
 		t.Fatal(err)
 	}

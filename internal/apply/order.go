@@ -49,7 +49,10 @@ func NewOrder(ctx context.Context, db *sql.DB, key rowkey.Cols) (*Order, error) 
 // Others are not: some legacy multi-byte charsets weigh characters in units
 // of several widths (big5, gb18030), and the server's comparison disagrees
 // with its own weights for some (latin2_czech_cs, cp1250_czech_cs, latin7).
-func weighable(cs, coll, pad string) bool {
+func weighable(f dbconn.Flavor, cs, coll, pad string) bool {
+	if f == dbconn.MariaDB {
+		return mariadbWeighable(cs, coll)
+	}
 	switch pad {
 	case "NO PAD":
 		return cs == "utf8mb4" && strings.Contains(coll, "_0900_")
@@ -60,6 +63,46 @@ func weighable(cs, coll, pad string) bool {
 		}
 	}
 	return false
+}
+
+// collationPad reads whether collation c pads with spaces (MySQL's
+// information_schema says so; MariaDB names its NO PAD collations _nopad_)
+// and the weight of a space in it.
+func collationPad(ctx context.Context, db *sql.DB, f dbconn.Flavor, c rowkey.Col) (pad, space string, err error) {
+	space = "WEIGHT_STRING(CONVERT(' ' USING " + c.Charset + ") COLLATE " + dbconn.QuoteIdent(c.Collation) + ")"
+	if f == dbconn.MariaDB {
+		// From 10.10 information_schema.COLLATIONS lists a collation that
+		// serves several charsets (uca1400_ai_ci) under its short name.
+		err = db.QueryRowContext(ctx, "SELECT IF(LOCATE('_nopad_', ?) > 0, 'NO PAD', 'PAD SPACE'), "+space, c.Collation).Scan(&pad, &space)
+	} else {
+		err = db.QueryRowContext(ctx, "SELECT PAD_ATTRIBUTE, "+space+" FROM information_schema.COLLATIONS WHERE COLLATION_NAME = ?",
+			c.Collation).Scan(&pad, &space)
+	}
+	return pad, space, err
+}
+
+// mariadbWeighable is weighable for MariaDB (10.11 and 11.8 checked by
+// TestOrderEveryCollation): the Unicode charsets, latin1 and ascii, in their
+// binary collations, their single-level PAD SPACE collations (_ci, not
+// accent-sensitive: the weights of several levels are not in units of a
+// space's weight) and their NO PAD collations but _ai_cs. Not the _0900_
+// aliases of MariaDB 11 nor the _w2 ones, which disagree with the server's
+// own comparisons.
+func mariadbWeighable(cs, coll string) bool {
+	switch cs {
+	case "utf8mb4", "utf8mb3", "utf8", "ucs2", "utf16", "utf16le", "utf32", "latin1", "ascii":
+	default:
+		return false
+	}
+	switch {
+	case strings.Contains(coll, "_0900_") || strings.Contains(coll, "_w2"):
+		return false
+	case strings.HasSuffix(coll, "_bin"):
+		return true
+	case strings.Contains(coll, "_nopad_"):
+		return !strings.HasSuffix(coll, "_ai_cs")
+	}
+	return strings.HasSuffix(coll, "_ci") && !strings.Contains(coll, "_as_")
 }
 
 func newOrder(ctx context.Context, db *sql.DB, key rowkey.Cols, check bool) (*Order, error) {
@@ -75,15 +118,16 @@ func newOrder(ctx context.Context, db *sql.DB, key rowkey.Cols, check bool) (*Or
 		if db == nil {
 			return nil, fmt.Errorf("apply: key column %s needs the server to be ordered", c.Name)
 		}
-		var pad, space string
-		err := db.QueryRowContext(ctx, "SELECT PAD_ATTRIBUTE, WEIGHT_STRING(CONVERT(' ' USING "+c.Charset+") COLLATE "+
-			dbconn.QuoteIdent(c.Collation)+") FROM information_schema.COLLATIONS WHERE COLLATION_NAME = ?",
-			c.Collation).Scan(&pad, &space)
+		f, err := dbconn.ReadFlavor(ctx, db)
+		if err != nil {
+			return nil, err
+		}
+		pad, space, err := collationPad(ctx, db, f, c)
 		if err != nil {
 			return nil, fmt.Errorf("apply: collation %s of key column %s: %w", c.Collation, c.Name, err)
 		}
-		if check && !weighable(c.Charset, c.Collation, pad) {
-			return nil, fmt.Errorf("apply: sluice does not reproduce the order of collation %s (key column %s)", c.Collation, c.Name)
+		if check && !weighable(f, c.Charset, c.Collation, pad) {
+			return nil, fmt.Errorf("apply: sluice does not reproduce the order of collation %s on %s (key column %s)", c.Collation, f, c.Name)
 		}
 		switch pad {
 		case "PAD SPACE":

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/rowkey"
 	"github.com/sluicedb/sluice/internal/schema"
 	"github.com/sluicedb/sluice/internal/testdb"
@@ -125,6 +126,10 @@ var orderCases = func() []orderCase {
 		{"ucs2_general_ci", unicodePieces}, {"utf32_unicode_ci", unicodePieces}, {"utf8mb4_czech_ci", unicodePieces},
 		{"utf8mb4_ja_0900_as_cs_ks", unicodePieces}, {"utf8mb4_zh_0900_as_cs", unicodePieces},
 		{"utf8mb4_vi_0900_ai_ci", unicodePieces}, {"latin1_general_cs", latinPieces}, {"utf8mb3_tolower_ci", unicodePieces},
+		// MariaDB's (skipped on MySQL): UCA 14.0 and the NO PAD ones.
+		{"utf8mb4_uca1400_ai_ci", unicodePieces}, {"utf8mb4_uca1400_nopad_as_cs", unicodePieces},
+		{"utf8mb4_uca1400_german2_ai_ci", unicodePieces}, {"utf8mb4_unicode_nopad_ci", unicodePieces},
+		{"utf8mb4_general_nopad_ci", unicodePieces}, {"latin1_swedish_nopad_ci", latinPieces}, {"utf8mb3_uca1400_ai_ci", unicodePieces},
 	} {
 		cs = append(cs, orderCase{name: "varchar " + c.coll,
 			cols: []string{"v VARCHAR(12) CHARACTER SET " + strings.Split(c.coll, "_")[0] + " COLLATE " + c.coll + " NOT NULL"},
@@ -221,7 +226,11 @@ func TestOrderMatchesServer(t *testing.T) {
 		})
 	}
 	// Collations sluice does not reproduce: keys wait for the end of the copy.
-	for _, coll := range []string{"big5_chinese_ci", "gb18030_chinese_ci", "latin2_czech_cs", "latin7_general_ci", "cp1251_bin"} {
+	refused := []string{"big5_chinese_ci", "gb18030_chinese_ci", "latin2_czech_cs", "latin7_general_ci", "cp1251_bin"}
+	if db.Flavor == dbconn.MariaDB {
+		refused = []string{"big5_chinese_ci", "utf8mb4_uca1400_as_cs", "utf8mb4_thai_520_w2", "latin1_general_cs"}
+	}
+	for _, coll := range refused {
 		cs := strings.Split(coll, "_")[0]
 		db.MustExec(t, "CREATE TABLE r_"+coll+" (v VARCHAR(4) CHARACTER SET "+cs+" COLLATE "+coll+" PRIMARY KEY)")
 		key := loadKey(t, db, "r_"+coll, "v")
@@ -261,7 +270,13 @@ func orderMismatches(t *testing.T, db *testdb.DB, table string, oc orderCase, rn
 	for _, c := range oc.cols {
 		names = append(names, strings.Fields(c)[0])
 	}
-	db.MustExec(t, "CREATE TABLE "+table+" (id INT PRIMARY KEY, "+strings.Join(oc.cols, ", ")+")")
+	create := "CREATE TABLE " + table + " (id INT PRIMARY KEY, " + strings.Join(oc.cols, ", ") + ")"
+	if _, err := db.Exec(create); err != nil {
+		if n := dbconn.ErrorNumber(err); n == 1273 || n == 1115 {
+			t.Skipf("the %s server has no such collation: %v", db.Flavor, err)
+		}
+		t.Fatalf("%s: %v", create, err)
+	}
 	var rows [][]any
 	for range n {
 		rows = append(rows, oc.gen(rng, rows))
@@ -291,6 +306,11 @@ func orderMismatches(t *testing.T, db *testdb.DB, table string, oc orderCase, rn
 	}
 	key := loadKey(t, db, table, names...)
 	ord, err := newOrder(ctx, db.DB, key, admit)
+	if err != nil && admit && db.Flavor == dbconn.MariaDB && slices.ContainsFunc(key, func(c rowkey.Col) bool { return c.Collated() }) {
+		// A MariaDB collation sluice does not reproduce: changes to such
+		// keys wait for the copy's end, so there is no order to check.
+		return nil
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +401,19 @@ func TestOrderEveryCollation(t *testing.T) {
 		t.Skip("set SLUICE_ORDER_ALL=1")
 	}
 	db := testdb.New(t)
-	rows, err := db.Query("SELECT CHARACTER_SET_NAME, COLLATION_NAME, PAD_ATTRIBUTE FROM information_schema.COLLATIONS WHERE CHARACTER_SET_NAME <> 'binary' ORDER BY 2")
+	q := "SELECT CHARACTER_SET_NAME, COLLATION_NAME, PAD_ATTRIBUTE FROM information_schema.COLLATIONS WHERE CHARACTER_SET_NAME <> 'binary' ORDER BY 2"
+	if db.Flavor == dbconn.MariaDB {
+		// From 10.10 a collation may serve several character sets
+		// (uca1400_ai_ci): the applicability table names each pair.
+		q = "SELECT CHARACTER_SET_NAME, COLLATION_NAME, IF(LOCATE('_nopad_', COLLATION_NAME) > 0, 'NO PAD', 'PAD SPACE') FROM information_schema.COLLATIONS WHERE CHARACTER_SET_NAME <> 'binary' ORDER BY 2"
+		if db.QueryRow("SELECT 1 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'information_schema' AND TABLE_NAME = 'COLLATION_CHARACTER_SET_APPLICABILITY' AND COLUMN_NAME = 'FULL_COLLATION_NAME'").Scan(new(int)) == nil {
+			q = "SELECT CHARACTER_SET_NAME, FULL_COLLATION_NAME, IF(LOCATE('_nopad_', FULL_COLLATION_NAME) > 0, 'NO PAD', 'PAD SPACE') FROM information_schema.COLLATION_CHARACTER_SET_APPLICABILITY WHERE CHARACTER_SET_NAME <> 'binary' ORDER BY 2"
+		}
+	}
+	if cs := os.Getenv("SLUICE_ORDER_CHARSETS"); cs != "" {
+		q = strings.Replace(q, "WHERE", "WHERE FIND_IN_SET(CHARACTER_SET_NAME, '"+cs+"') > 0 AND", 1)
+	}
+	rows, err := db.Query(q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +428,7 @@ func TestOrderEveryCollation(t *testing.T) {
 	admitted := 0
 	var refusedOK, refusedBad []string
 	for i, c := range colls {
-		ok := weighable(c.cs, c.name, c.pad)
+		ok := weighable(db.Flavor, c.cs, c.name, c.pad)
 		var bad []string
 		for seed := range uint64(3) {
 			oc := orderCase{cols: []string{"v VARCHAR(12) CHARACTER SET " + c.cs + " COLLATE " + c.name + " NOT NULL"},
@@ -412,6 +444,7 @@ func TestOrderEveryCollation(t *testing.T) {
 			admitted++
 		case len(bad) > 0:
 			refusedBad = append(refusedBad, c.name)
+			t.Logf("%s: %s", c.name, bad[0])
 		default:
 			refusedOK = append(refusedOK, c.name)
 		}

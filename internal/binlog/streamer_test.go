@@ -105,9 +105,25 @@ func session(t *testing.T, db *testdb.DB, compressed bool) *sql.Conn {
 	}
 	t.Cleanup(func() { conn.Close() })
 	if compressed {
-		run(t, conn, "SET SESSION binlog_transaction_compression = ON")
+		compress(t, db, conn)
 	}
 	return conn
+}
+
+// compress turns compression on for what conn writes from now on: MySQL's
+// binlog_transaction_compression in the session; MariaDB compresses each
+// event (log_bin_compress), a global setting, put back after the test.
+func compress(t *testing.T, db *testdb.DB, conn *sql.Conn) {
+	t.Helper()
+	if db.Flavor != dbconn.MariaDB {
+		run(t, conn, "SET SESSION binlog_transaction_compression = ON")
+		return
+	}
+	run(t, conn, "SET GLOBAL log_bin_compress_min_len = 10", "SET GLOBAL log_bin_compress = ON")
+	t.Cleanup(func() {
+		db.Exec("SET GLOBAL log_bin_compress = OFF")
+		db.Exec("SET GLOBAL log_bin_compress_min_len = 256")
+	})
 }
 
 func run(t *testing.T, conn *sql.Conn, stmts ...string) {
@@ -194,7 +210,7 @@ func TestCompressionTurnedOnMidway(t *testing.T) {
 	plain := session(t, db, false)
 
 	run(t, c, "INSERT INTO t VALUES (1, 'a'), (2, 'b')", "UPDATE t SET v = 'c' WHERE id = 1")
-	run(t, c, "SET SESSION binlog_transaction_compression = ON")
+	compress(t, db, c)
 	run(t, c, "INSERT INTO t VALUES (3, 'a')")
 	run(t, plain, "INSERT INTO t VALUES (4, 'a')")
 	run(t, c, "BEGIN", "DELETE FROM t WHERE id = 2", "INSERT INTO t VALUES (5, 'a')", "COMMIT")

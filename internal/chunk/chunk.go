@@ -21,6 +21,11 @@ type Config struct {
 	Initial int           // first chunk size in rows (default 1000)
 	Min     int           // default 100
 	Max     int           // default 50000
+	// Limit, if set, caps Target while it returns more than zero; a size is
+	// cut down to the cap at once, not halved step by step (the replica lag
+	// throttle lowers it when a replica falls behind: every chunk in flight
+	// is work the replica has still to do).
+	Limit func() time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -67,7 +72,18 @@ func (s *Sizer) Size() int {
 func (s *Sizer) Observe(rows int, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.size = Next(s.cfg, s.size, rows, d)
+	cfg := s.cfg
+	if cfg.Limit != nil {
+		if l := cfg.Limit(); l > 0 && l < cfg.Target {
+			cfg.Target = l
+			s.size = Next(cfg, s.size, rows, d)
+			if rows >= cfg.Min/2 && d > 0 {
+				s.size = clamp(min(s.size, int(float64(rows)*float64(l)/float64(d))), cfg.Min, cfg.Max)
+			}
+			return
+		}
+	}
+	s.size = Next(cfg, s.size, rows, d)
 }
 
 // Next returns the chunk size to use after a chunk of rows rows took d when the

@@ -58,3 +58,34 @@ func TestSizer(t *testing.T) {
 		t.Errorf("after slow chunk: %d, want 625", s.Size())
 	}
 }
+
+// TestSizerLimit: a limit below the target cuts the next size to the
+// limit's share of the rows at once; a limit of zero or above the target
+// leaves the usual adaptation.
+func TestSizerLimit(t *testing.T) {
+	var limit time.Duration
+	s := NewSizer(Config{Target: 200 * time.Millisecond, Initial: 10000, Limit: func() time.Duration { return limit }})
+	s.Observe(10000, 200*time.Millisecond) // on target
+	if got := s.Size(); got != 10000 {
+		t.Fatalf("on target without a limit: size %d, want 10000", got)
+	}
+	limit = 50 * time.Millisecond
+	s.Observe(10000, 200*time.Millisecond)
+	if got := s.Size(); got != 2500 {
+		t.Errorf("limit a quarter of the target: size %d, want 2500 at once", got)
+	}
+	s.Observe(2500, 50*time.Millisecond)
+	if got := s.Size(); got != 2500 {
+		t.Errorf("on the limit: size %d, want it kept at 2500", got)
+	}
+	limit = time.Second // above the target: the target rules, growing at most double
+	s.Observe(2500, 50*time.Millisecond)
+	if got := s.Size(); got != 5000 {
+		t.Errorf("limit lifted: size %d, want 5000 (doubling towards the target)", got)
+	}
+	limit = 0
+	s.Observe(5000, 100*time.Millisecond)
+	if got := s.Size(); got != 7500 {
+		t.Errorf("no limit: size %d, want 7500 (half way to the target's 10000)", got)
+	}
+}

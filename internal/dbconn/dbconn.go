@@ -9,7 +9,6 @@ package dbconn
 
 import (
 	"context"
-	"crypto/tls"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
@@ -34,6 +33,9 @@ type Config struct {
 	Password string
 	// Params are extra driver parameters (for example tls=true).
 	Params map[string]string
+	// TLSFiles verify the server against a CA of the operator's and present
+	// a client certificate (tls.go).
+	TLSFiles TLSFiles
 	// RunID, if set, is sent as the connection attribute sluice_run on every
 	// connection, so that the run can tell its own sessions from the
 	// application's in performance_schema.
@@ -41,26 +43,10 @@ type Config struct {
 	// TimeZone, if set, is the session time zone instead of UTC (a value
 	// the server accepts for time_zone, e.g. "SYSTEM" or "+02:00").
 	TimeZone string
-}
-
-// TLSModes are the accepted values of the "tls" parameter.
-var TLSModes = []string{"false", "true", "skip-verify", "preferred"}
-
-// TLS returns the TLS configuration matching the "tls" parameter, for
-// connections not made by the SQL driver (the binlog reader): nil for none,
-// a verifying config for "true", a non-verifying one for "skip-verify" and
-// "preferred".
-func (c Config) TLS() (*tls.Config, error) {
-	switch mode := c.Params["tls"]; mode {
-	case "", "false":
-		return nil, nil
-	case "true":
-		return &tls.Config{ServerName: c.Host, MinVersion: tls.VersionTLS12}, nil
-	case "skip-verify", "preferred":
-		return &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, nil
-	default:
-		return nil, fmt.Errorf("tls=%q is not one of %s", mode, strings.Join(TLSModes, ", "))
-	}
+	// isolationVar names the session's isolation variable when it is not
+	// transaction_isolation (MariaDB before 11.1 knows only tx_isolation);
+	// Open finds it.
+	isolationVar string
 }
 
 // String describes the target without the password.
@@ -79,7 +65,7 @@ func (c Config) Validate() error {
 		return errors.New("no user given: pass --user")
 	}
 	if _, err := c.TLS(); err != nil {
-		return fmt.Errorf("%v: pass --tls with one of them", err)
+		return err
 	}
 	return nil
 }
@@ -124,6 +110,9 @@ func (c Config) DSN(database string) string {
 		mc.ConnectionAttributes += ",sluice_run:" + c.RunID
 	}
 	for k, v := range SessionSettings {
+		if k == "transaction_isolation" && c.isolationVar != "" {
+			k = c.isolationVar
+		}
 		mc.Params[k] = v
 	}
 	if c.TimeZone != "" {
@@ -131,7 +120,9 @@ func (c Config) DSN(database string) string {
 	}
 	for k, v := range c.Params {
 		if k == "tls" {
-			mc.TLSConfig = v
+			if !c.TLSFiles.Set() { // else open sets the config itself
+				mc.TLSConfig = v
+			}
 			continue
 		}
 		mc.Params[k] = v
@@ -142,10 +133,30 @@ func (c Config) DSN(database string) string {
 // Open returns a pool to database with sluice's session settings, after checking
 // that the server answers. maxConns bounds the pool.
 func Open(ctx context.Context, c Config, database string, maxConns int) (*sql.DB, error) {
-	db, err := sql.Open("mysql", c.DSN(database))
+	db, err := open(ctx, c, database, maxConns)
+	if ErrorNumber(err) == ErrUnknownSystemVariable && strings.Contains(err.Error(), "transaction_isolation") {
+		// MariaDB before 11.1 names it tx_isolation.
+		c.isolationVar = "tx_isolation"
+		db, err = open(ctx, c, database, maxConns)
+	}
+	return db, err
+}
+
+func open(ctx context.Context, c Config, database string, maxConns int) (*sql.DB, error) {
+	mc, err := mysql.ParseDSN(c.DSN(database))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", c, err)
 	}
+	if c.TLSFiles.Set() {
+		if mc.TLS, err = c.TLS(); err != nil {
+			return nil, err
+		}
+	}
+	connector, err := mysql.NewConnector(mc)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", c, err)
+	}
+	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
 	db.SetConnMaxLifetime(time.Hour)
@@ -203,18 +214,19 @@ func QuoteString(s string) string {
 
 // MySQL error numbers sluice reacts to.
 const (
-	ErrDupEntry          = 1062
-	ErrLockWaitTimeout   = 1205
-	ErrLockDeadlock      = 1213
-	ErrAccessDenied      = 1045
-	ErrNoSuchTable       = 1146
-	ErrUnknownTable      = 1051
-	ErrTableExists       = 1050
-	ErrBadDB             = 1049
-	ErrQueryInterrupted  = 1317
-	ErrDBAccessDenied    = 1044
-	ErrLockNowait        = 3572
-	ErrTableAccessDenied = 1142
+	ErrDupEntry              = 1062
+	ErrUnknownSystemVariable = 1193
+	ErrLockWaitTimeout       = 1205
+	ErrLockDeadlock          = 1213
+	ErrAccessDenied          = 1045
+	ErrNoSuchTable           = 1146
+	ErrUnknownTable          = 1051
+	ErrTableExists           = 1050
+	ErrBadDB                 = 1049
+	ErrQueryInterrupted      = 1317
+	ErrDBAccessDenied        = 1044
+	ErrLockNowait            = 3572
+	ErrTableAccessDenied     = 1142
 )
 
 // ErrorNumber returns the MySQL error number of err, or 0.

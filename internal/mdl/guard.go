@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -203,6 +204,7 @@ func (g *Guard) once(ctx context.Context, p Policy, fn func(context.Context, *sq
 		a.Blockers = g.track(ctx, p, ss, seen, log, what, false)
 	}
 
+	own := &waiters{ids: []int64{self}}
 	var mu sync.Mutex
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -217,8 +219,8 @@ func (g *Guard) once(ctx context.Context, p Policy, fn func(context.Context, *sq
 				return
 			case <-t.C:
 			}
-			waiting, err := waitsForMDL(wctx, g.DB, self)
-			if err != nil || !waiting {
+			waiting, err := waitsForMDL(wctx, g.DB, own.list())
+			if err != nil || waiting == 0 {
 				continue
 			}
 			ss, err := Sessions(wctx, g.DB, g.Database, g.Tables, g.OwnRun, self)
@@ -238,17 +240,17 @@ func (g *Guard) once(ctx context.Context, p Policy, fn func(context.Context, *sq
 			if give, why := p.GiveUp(time.Since(began), queued); give {
 				// Only while the request still waits: a statement past its
 				// lock is left to finish.
-				if w, err := waitsForMDL(wctx, g.DB, self); err == nil && w {
+				if w, err := waitsForMDL(wctx, g.DB, own.list()); err == nil && w != 0 {
 					mu.Lock()
 					a.GaveUp = why
 					mu.Unlock()
-					g.DB.ExecContext(context.WithoutCancel(wctx), fmt.Sprintf("KILL QUERY %d", self))
+					g.DB.ExecContext(context.WithoutCancel(wctx), fmt.Sprintf("KILL QUERY %d", w))
 					return
 				}
 			}
 		}
 	}()
-	err = fn(ctx, conn)
+	err = fn(context.WithValue(ctx, waitersKey{}, own), conn)
 	stop()
 	<-done
 	mu.Lock()
@@ -302,7 +304,12 @@ func (g *Guard) track(ctx context.Context, p Policy, ss []Session, seen *tracked
 			log.Info("a session holds a metadata lock sluice needs; sluice waits for it", args...)
 		}
 		if kill, why := p.Kill(s, now.Sub(first)); kill && mayKill {
-			if _, err := g.DB.ExecContext(ctx, fmt.Sprintf("KILL %d", s.ID)); err == nil {
+			// The KILL, once decided, is not cut short by the attempt's end
+			// (its report would then be wrong: the server may have run it).
+			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			_, err := g.DB.ExecContext(kctx, fmt.Sprintf("KILL %d", s.ID))
+			cancel()
+			if err == nil {
 				log.Warn("killed a blocking session", "what", what, "blocker", s.String(), "why", why)
 				delete(seen.first, s.ID)
 				continue
@@ -316,10 +323,47 @@ func (g *Guard) track(ctx context.Context, p Policy, ss []Session, seen *tracked
 }
 
 // waitsForMDL reports whether connection id waits for a metadata lock.
-func waitsForMDL(ctx context.Context, q *sql.DB, id int64) (bool, error) {
-	var n int
-	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM performance_schema.metadata_locks ml
+func waitsForMDL(ctx context.Context, q *sql.DB, ids []int64) (int64, error) {
+	var id sql.NullInt64
+	err := q.QueryRowContext(ctx, `SELECT MIN(t.PROCESSLIST_ID) FROM performance_schema.metadata_locks ml
 		JOIN performance_schema.threads t ON t.THREAD_ID = ml.OWNER_THREAD_ID
-		WHERE t.PROCESSLIST_ID = ? AND ml.LOCK_STATUS = 'PENDING'`, id).Scan(&n)
-	return n > 0, err
+		WHERE t.PROCESSLIST_ID IN (`+strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")+`) AND ml.LOCK_STATUS = 'PENDING'`,
+		anys(ids)...).Scan(&id)
+	return id.Int64, err
+}
+
+func anys(ids []int64) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
+
+// waiters are the connections whose lock requests are an attempt's own: the
+// locking connection, and those fn names with AlsoWaits.
+type waiters struct {
+	mu  sync.Mutex
+	ids []int64
+}
+
+type waitersKey struct{}
+
+func (w *waiters) list() []int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.ids)
+}
+
+// AlsoWaits tells the guard whose attempt runs fn (ctx is the one fn was
+// given) that connection id's lock requests are the attempt's own, as the
+// locking connection's are: while one waits, blockers are killed as the
+// policy allows, and a pile-up interrupts it. (MariaDB's cut-over sends its
+// RENAME from a second connection.)
+func AlsoWaits(ctx context.Context, id int64) {
+	if w, ok := ctx.Value(waitersKey{}).(*waiters); ok {
+		w.mu.Lock()
+		w.ids = append(w.ids, id)
+		w.mu.Unlock()
+	}
 }

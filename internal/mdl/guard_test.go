@@ -245,6 +245,9 @@ func TestGuardWithFourByteStatement(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	var probe int
 	probeErr := db.QueryRow("SELECT COUNT(*) FROM information_schema.INNODB_TRX").Scan(&probe)
+	if probeErr == nil {
+		t.Skipf("this %s server reads INNODB_TRX beside a 4-byte character: the blocker is measured like any other", db.Flavor)
+	}
 	var log testdb.SyncBuffer
 	g := guard(db, Policy{Budget: 500 * time.Millisecond, Deadline: 2 * time.Second, KillAfter: 500 * time.Millisecond, KillMaxRows: 1000}, &log)
 	err = g.Run(context.Background(), "instant", instant)

@@ -76,7 +76,7 @@ func (p Policy) Spares(s Session) (bool, string) {
 	case s.Explicit:
 		return true, "it holds the table with LOCK TABLES, which sluice never kills"
 	case s.TrxUnknown:
-		return true, "its transaction could not be read (information_schema.INNODB_TRX fails while a statement holds a 4-byte character): sluice does not kill what it cannot measure"
+		return true, "its transaction could not be read (information_schema.INNODB_TRX fails while a statement holds a 4-byte character, or does not list it yet): sluice does not kill what it cannot measure"
 	case s.RowsModified > p.KillMaxRows:
 		return true, fmt.Sprintf("its transaction modified %d rows, more than --kill-max-rows=%d: rolling it back would take longer than waiting", s.RowsModified, p.KillMaxRows)
 	}

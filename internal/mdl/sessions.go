@@ -42,8 +42,14 @@ type Session struct {
 	RowsModified int64
 	// TrxUnknown is set when the transactions could not be read: MySQL fails
 	// to read information_schema.INNODB_TRX (utf8mb3) while any session's
-	// statement holds a 4-byte character (error 3854).
+	// statement holds a 4-byte character (error 3854); or when a session
+	// holds a write lock for its transaction and INNODB_TRX, a cache up to
+	// 100ms old, does not list the transaction yet.
 	TrxUnknown bool
+	// InTrx is set when it holds a lock for the length of a transaction: it
+	// is inside one, whether INNODB_TRX lists it or not (MariaDB does not
+	// list a transaction that only read).
+	InTrx bool
 }
 
 // Blocking reports whether the session holds a lock on the table: it is in
@@ -59,7 +65,8 @@ func (s Session) Queued() bool { return len(s.Pending) > 0 && len(s.Held) == 0 }
 // session a few milliseconds old may show 1s: one second is taken off.
 func (s Session) HeldFor() time.Duration {
 	d := s.TrxAge
-	if s.Command == "Query" {
+	if s.Command == "Query" || (s.InTrx && s.Command == "Sleep") {
+		// Idle inside its transaction that long, holding the lock.
 		d = max(d, s.Time)
 	}
 	return max(d-time.Second, 0)
@@ -86,8 +93,11 @@ func (s Session) String() string {
 	if s.Explicit {
 		b.WriteString(" under LOCK TABLES")
 	}
-	if s.TrxAge > 0 {
+	switch {
+	case s.TrxAge > 0:
 		fmt.Fprintf(&b, "; transaction open %s, %d rows modified", s.TrxAge.Round(time.Second), s.RowsModified)
+	case s.InTrx:
+		b.WriteString("; transaction open (InnoDB does not list it: its age and rows are unknown)")
 	}
 	if q := strings.Join(strings.Fields(s.Query), " "); q != "" {
 		if len(q) > 120 {
@@ -119,7 +129,7 @@ WHERE ml.OBJECT_TYPE = 'TABLE' AND ml.OBJECT_SCHEMA = ? AND ml.OBJECT_NAME IN (%
 ORDER BY t.PROCESSLIST_ID`
 
 const (
-	trxCols = "COALESCE(TIMESTAMPDIFF(MICROSECOND, x.trx_started, NOW(6)), 0), COALESCE(x.trx_rows_modified, 0)"
+	trxCols = "COALESCE(TIMESTAMPDIFF(MICROSECOND, x.trx_started, NOW(6)), 0), COALESCE(x.trx_rows_modified, 0), x.trx_id IS NULL"
 	trxJoin = "LEFT JOIN information_schema.INNODB_TRX x ON x.trx_mysql_thread_id = t.PROCESSLIST_ID"
 	// errCannotConvert is MySQL's ER_CANNOT_CONVERT_STRING.
 	errCannotConvert = 3854
@@ -149,7 +159,7 @@ func Sessions(ctx context.Context, q Querier, db string, tables []string, ownRun
 	out, err := readSessions(ctx, q, query, args, false)
 	if dbconn.ErrorNumber(err) == errCannotConvert {
 		// Without the transactions: their age and size stay unknown.
-		query = strings.Replace(strings.Replace(query, trxJoin, "", 1), trxCols, "0, 0", 1)
+		query = strings.Replace(strings.Replace(query, trxJoin, "", 1), trxCols, "0, 0, 1", 1)
 		out, err = readSessions(ctx, q, query, args, true)
 	}
 	return out, err
@@ -167,14 +177,21 @@ func readSessions(ctx context.Context, q Querier, query string, args []any, unkn
 		var s Session
 		var secs, trxMicros int64
 		var typ, status, duration string
+		var noTrx bool
 		if err := rows.Scan(&s.ID, &s.User, &s.Host, &s.Command, &secs, &s.State, &s.Query, &typ, &status, &duration,
-			&trxMicros, &s.RowsModified); err != nil {
+			&trxMicros, &s.RowsModified, &noTrx); err != nil {
 			return nil, err
 		}
 		s.Time, s.TrxAge = time.Duration(secs)*time.Second, time.Duration(trxMicros)*time.Microsecond
-		s.TrxUnknown = unknown
+		// A session that holds a write lock for its transaction has written
+		// in it; if INNODB_TRX does not list it (the server serves that table
+		// from a cache up to 100ms old), what it wrote is not known.
+		s.TrxUnknown = unknown || (noTrx && status == "GRANTED" && duration == "TRANSACTION" && strings.HasPrefix(typ, "SHARED_WRITE"))
+		s.InTrx = status == "GRANTED" && duration == "TRANSACTION"
 		if n := len(out); n > 0 && out[n-1].ID == s.ID {
 			out[n-1].addLock(typ, status, duration)
+			out[n-1].TrxUnknown = out[n-1].TrxUnknown || s.TrxUnknown
+			out[n-1].InTrx = out[n-1].InTrx || s.InTrx
 			continue
 		}
 		s.addLock(typ, status, duration)

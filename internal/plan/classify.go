@@ -13,6 +13,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/mysql"
 	"github.com/pingcap/tidb/pkg/parser/types"
 
+	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/ddl"
 	"github.com/sluicedb/sluice/internal/schema"
 )
@@ -53,6 +54,7 @@ func (a Algorithm) MarshalText() ([]byte, error) { return []byte(a.String()), ni
 // Server is what the rules need to know about the server.
 type Server struct {
 	Major, Minor, Patch int
+	MariaDB             bool
 }
 
 // AtLeast reports whether the server's version is maj.min.patch or later.
@@ -86,6 +88,7 @@ type clause struct {
 	hasOld bool
 	table  *schema.Table
 	srv    Server
+	alone  bool // the ALTER's only clause
 }
 
 // rule is one row of the rule table: the first rule whose kind and test match
@@ -121,7 +124,7 @@ var rules = []rule{
 		"the table used up its INSTANT row versions (64, or 255 from MySQL 9.1)", false},
 	{"add-column-old-server", "add-column", func(c clause) bool { return !c.srv.AtLeast(8, 0, 29) }, Rebuild,
 		"INSTANT ADD COLUMN at any position needs MySQL 8.0.29", false},
-	{"add-column", "add-column", always, Instant, "a new column is only metadata (INSTANT, MySQL 8.0.29+)", false},
+	{"add-column", "add-column", always, Instant, "a new column is only metadata (INSTANT: MySQL 8.0.29+, MariaDB)", false},
 
 	// DROP COLUMN
 	{"drop-column-generated", "drop-column", func(c clause) bool { return c.old.Generated && !c.table.Indexed(c.old.Name) }, Instant,
@@ -136,7 +139,7 @@ var rules = []rule{
 		"the table used up its INSTANT row versions (64, or 255 from MySQL 9.1)", false},
 	{"drop-column-old-server", "drop-column", func(c clause) bool { return !c.srv.AtLeast(8, 0, 29) }, Rebuild,
 		"INSTANT DROP COLUMN needs MySQL 8.0.29", false},
-	{"drop-column", "drop-column", always, Instant, "dropping a column is only metadata (INSTANT, MySQL 8.0.29+)", false},
+	{"drop-column", "drop-column", always, Instant, "dropping a column is only metadata (INSTANT: MySQL 8.0.29+, MariaDB)", false},
 
 	// RENAME COLUMN, or CHANGE that only renames
 	{"rename-column-old-server", "rename-column", func(c clause) bool { return !c.srv.AtLeast(8, 0, 28) }, Inplace,
@@ -199,11 +202,14 @@ var instantOnly = map[string]bool{"add-column": true, "drop-column": true}
 
 // Classify returns one Step for every part of the ALTER.
 func Classify(t *schema.Table, a *ddl.Alter, srv Server) []Step {
-	var out []Step
+	var cs []clause
 	for _, spec := range a.Specs {
-		for _, c := range clausesOf(spec, t, srv) {
-			out = append(out, classify(c))
-		}
+		cs = append(cs, clausesOf(spec, t, srv)...)
+	}
+	var out []Step
+	for _, c := range cs {
+		c.alone = len(cs) == 1
+		out = append(out, classify(c))
 	}
 	if Worst(out) > Instant {
 		for i := range out {
@@ -221,7 +227,11 @@ func classify(c clause) Step {
 	if c.kind == "add-column" && len(c.spec.NewColumns) > 1 {
 		text = "ADD COLUMN " + c.col.Name.Name.O
 	}
-	for _, r := range rules {
+	table := rules
+	if c.srv.MariaDB {
+		table = append(mariadbRules[:len(mariadbRules):len(mariadbRules)], rules...)
+	}
+	for _, r := range table {
 		if r.kind == c.kind && r.test(c) {
 			return Step{Clause: text, Algorithm: r.algo, Rule: r.name, Why: r.why, BuildsIndex: r.index}
 		}
@@ -587,8 +597,8 @@ func Worst(steps []Step) Algorithm {
 
 // RuleNames lists every rule, in order.
 func RuleNames() []string {
-	out := make([]string, 0, len(rules))
-	for _, r := range rules {
+	out := make([]string, 0, len(rules)+len(mariadbRules))
+	for _, r := range append(mariadbRules[:len(mariadbRules):len(mariadbRules)], rules...) {
 		out = append(out, r.name)
 	}
 	return out
@@ -607,5 +617,6 @@ func (s Server) MaxRowVersions() int {
 func ParseServer(version string) Server {
 	var s Server
 	fmt.Sscanf(version, "%d.%d.%d", &s.Major, &s.Minor, &s.Patch)
+	s.MariaDB = dbconn.FlavorOf(version, "") == dbconn.MariaDB
 	return s
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/sluicedb/sluice/internal/ddl"
+	"github.com/sluicedb/sluice/internal/mdl"
 	"github.com/sluicedb/sluice/internal/schema"
 )
 
@@ -108,6 +109,9 @@ func Make(ctx context.Context, db *sql.DB, host, database, table string, a *ddl.
 	p := Decide(t, a, f.Server, o)
 	if err := CountRisks(ctx, db, p.Risks); err != nil {
 		return nil, f, err
+	}
+	if view, err := mdl.ReadLockView(ctx, db); err == nil {
+		p.LockGuardBlind = view.Blind()
 	}
 	return p, f, nil
 }

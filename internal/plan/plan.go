@@ -73,6 +73,9 @@ type Plan struct {
 	Settings []Setting `json:"session_settings"`
 	Risks    []Risk    `json:"risks"`
 	Replicas bool      `json:"replicas"`
+	// LockGuardBlind says why the metadata-lock guard cannot see who holds
+	// the table on this server ("" when it can).
+	LockGuardBlind string `json:"lock_guard_blind,omitempty"`
 }
 
 // Setting is one session variable sluice sets.
@@ -356,6 +359,9 @@ func (p *Plan) Text() string {
 			fmt.Fprintf(&b, "  - %s: %s\n", r.Kind, r.Describe())
 		}
 		fmt.Fprintf(&b, "to run it: sluice migrate ... --approve=%s\n", strings.Join(Kinds(p.Risks), ","))
+	}
+	if p.LockGuardBlind != "" {
+		fmt.Fprintf(&b, "lock guard: %s\n", p.LockGuardBlind)
 	}
 	return b.String()
 }

@@ -160,7 +160,9 @@ func closeAll(rs []*Replica) {
 
 // connect opens a replica; a failure is kept in down.
 func connect(ctx context.Context, conn dbconn.Config, host string, port int) *Replica {
-	conn.Host, conn.Port = host, port
+	// A replica's certificate names the replica: --tls-server-name is the
+	// primary's.
+	conn.Host, conn.Port, conn.TLSFiles.ServerName = host, port, ""
 	r := &Replica{Name: net.JoinHostPort(host, strconv.Itoa(port))}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -241,10 +243,71 @@ func SplitHostPort(s string) (string, int, error) {
 type Lag struct {
 	Name string
 	Lag  time.Duration
+	// Ahead is the lag the replica is heading for with what it has
+	// received already: a replica that applies the primary's last second in
+	// three seconds lags three times more by the time it has applied what
+	// it lags now. The heartbeat shows only what the replica has applied,
+	// not the work queued behind it, so throttling on Lag alone overshoots
+	// by that queue; Ahead sees it coming. It is Lag divided by the rate
+	// (below 1) at which the replica's heartbeat advanced over the last
+	// second, and Lag when it keeps up.
+	Ahead time.Duration
 	// Err, if not nil, is why the lag is unknown (unreachable, no heartbeat
 	// yet): the replica counts as lagging.
 	Err error
+
+	beat time.Time // the heartbeat value read
 }
+
+// aheadWindow is how far back the rate of a replica's heartbeat is taken:
+// long enough to smooth the 100ms steps of the heartbeat, short enough to
+// follow the copy's chunks.
+const aheadWindow = time.Second
+
+// minRate bounds the rate a lag is divided by: a replica that applies
+// nothing (a stopped applier) is heading for lag / minRate.
+const minRate = 0.05
+
+// sample is one reading of a replica's heartbeat.
+type sample struct{ at, beat time.Time }
+
+// rate is how many seconds of the primary's time the replica applied a
+// second, from the readings of the last aheadWindow (oldest first) and the
+// newest one; ok is false when they span too little time to tell.
+func rate(hist []sample, now sample) (float64, bool) {
+	if len(hist) == 0 {
+		return 0, false
+	}
+	first := hist[0]
+	span := now.at.Sub(first.at)
+	if span < aheadWindow/2 {
+		return 0, false
+	}
+	return float64(now.beat.Sub(first.beat)) / float64(span), true
+}
+
+// ahead estimates where lag is heading from the readings of the last
+// aheadWindow (oldest first) and the newest one.
+func ahead(hist []sample, now sample, lag time.Duration) time.Duration {
+	r, ok := rate(hist, now)
+	if !ok || r >= 1 {
+		return lag
+	}
+	return time.Duration(float64(lag) / max(r, minRate))
+}
+
+// slowMemory is how long SlowRate remembers a replica falling behind: the
+// copy's pauses let it catch up, and the next chunks would again be sized as
+// if it kept up.
+const slowMemory = 10 * time.Second
+
+// A replica falls behind when it applies the primary's time at under
+// slowBelow of its pace with at least slowLag of lag: a healthy replica's
+// commits arrive in bursts, and over one second its rate reads 0.85-1.15.
+const (
+	slowBelow = 0.8
+	slowLag   = 200 * time.Millisecond
+)
 
 // Monitor writes the heartbeat and measures each replica's lag.
 type Monitor struct {
@@ -257,6 +320,8 @@ type Monitor struct {
 
 	mu     sync.Mutex
 	lags   []Lag
+	hist   [][]sample    // each replica's readings of the last aheadWindow
+	slow   []rateAt      // the lowest rate below 1 of each measure, for slowMemory
 	worst  time.Duration // the highest lag measured
 	warned map[string]bool
 }
@@ -281,6 +346,7 @@ func NewMonitor(cfg MonitorConfig) *Monitor {
 	m := &Monitor{primary: cfg.Primary, table: cfg.Table, replicas: cfg.Replicas, interval: cfg.Interval,
 		log: cfg.Log, now: time.Now, warned: map[string]bool{}}
 	m.lags = make([]Lag, len(cfg.Replicas))
+	m.hist = make([][]sample, len(cfg.Replicas))
 	for i, r := range cfg.Replicas {
 		m.lags[i] = Lag{Name: r.Name, Err: errors.New("not measured yet")}
 	}
@@ -344,18 +410,39 @@ func (m *Monitor) measure(ctx context.Context) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	at := m.now()
 	for i, l := range lags {
-		if l.Err != nil {
-			m.warnOnceLocked(l.Name, "replica counts as lagging", l.Err)
-		} else {
-			if m.warned[l.Name] {
-				m.log.Info("replica answers again", "replica", l.Name, "lag", l.Lag.Round(time.Millisecond))
-				delete(m.warned, l.Name)
-			}
-			m.worst = max(m.worst, l.Lag)
-		}
-		m.lags[i] = l
+		m.recordLocked(i, l, at)
 	}
+}
+
+// recordLocked takes replica i's reading l, made at at.
+func (m *Monitor) recordLocked(i int, l Lag, at time.Time) {
+	if l.Err != nil {
+		m.warnOnceLocked(l.Name, "replica counts as lagging", l.Err)
+		m.hist[i] = nil
+		m.lags[i] = l
+		return
+	}
+	now := sample{at: at, beat: l.beat}
+	l.Ahead = ahead(m.hist[i], now, l.Lag)
+	if r, ok := rate(m.hist[i], now); ok && r < slowBelow && l.Lag >= slowLag {
+		m.slow = append(m.slow, rateAt{at: at, rate: max(r, minRate)})
+	}
+	for len(m.slow) > 0 && at.Sub(m.slow[0].at) > slowMemory {
+		m.slow = m.slow[1:]
+	}
+	h := append(m.hist[i], now)
+	for len(h) > 1 && at.Sub(h[0].at) > aheadWindow {
+		h = h[1:]
+	}
+	m.hist[i] = h
+	if m.warned[l.Name] {
+		m.log.Info("replica answers again", "replica", l.Name, "lag", l.Lag.Round(time.Millisecond))
+		delete(m.warned, l.Name)
+	}
+	m.worst = max(m.worst, l.Lag)
+	m.lags[i] = l
 }
 
 func (m *Monitor) read(ctx context.Context, r *Replica) Lag {
@@ -372,7 +459,8 @@ func (m *Monitor) read(ctx context.Context, r *Replica) Lag {
 	case err != nil:
 		l.Err = err
 	default:
-		l.Lag = max(0, m.now().Sub(time.UnixMicro(beat)))
+		l.beat = time.UnixMicro(beat)
+		l.Lag = max(0, m.now().Sub(l.beat))
 	}
 	return l
 }
@@ -391,17 +479,40 @@ func (m *Monitor) warnOnceLocked(key, msg string, err error) {
 	m.log.Warn(msg, "replica", key, "error", err)
 }
 
-// Slowest returns the replica that lags most: one that cannot be measured
-// first. ok is false when there are no replicas.
+// Slowest returns the replica that lags most, or is heading for the most
+// lag: one that cannot be measured first. ok is false when there are no replicas.
 func (m *Monitor) Slowest() (l Lag, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i, x := range m.lags {
-		if i == 0 || (x.Err != nil && l.Err == nil) || (x.Err == nil) == (l.Err == nil) && x.Lag > l.Lag {
+		if i == 0 || (x.Err != nil && l.Err == nil) || (x.Err == nil) == (l.Err == nil) && max(x.Lag, x.Ahead) > max(l.Lag, l.Ahead) {
 			l = x
 		}
 	}
 	return l, len(m.lags) > 0
+}
+
+// rateAt is a replica's rate at one measure.
+type rateAt struct {
+	at   time.Time
+	rate float64
+}
+
+// SlowRate returns the lowest rate, below 1, at which a replica applied the
+// primary's time over the last slowMemory (at least minRate), or 1 when
+// every replica kept up.
+func (m *Monitor) SlowRate() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	for len(m.slow) > 0 && now.Sub(m.slow[0].at) > slowMemory {
+		m.slow = m.slow[1:]
+	}
+	low := 1.0
+	for _, x := range m.slow {
+		low = min(low, x.rate)
+	}
+	return low
 }
 
 // Worst returns the highest lag measured so far.
@@ -424,7 +535,8 @@ func (m *Monitor) Names() []string {
 func (m *Monitor) Close() { closeAll(m.replicas) }
 
 // Over reports why the copy must pause for replica lag ("" when it need
-// not): the slowest replica lags more than max, or cannot be measured.
+// not): the slowest replica lags more than max, or is heading there with
+// what it has received already, or cannot be measured.
 func Over(l Lag, ok bool, limit time.Duration) string {
 	switch {
 	case !ok:
@@ -433,6 +545,9 @@ func Over(l Lag, ok bool, limit time.Duration) string {
 		return fmt.Sprintf("replica %s: %v", l.Name, l.Err)
 	case l.Lag > limit:
 		return fmt.Sprintf("replica %s lags %s (--max-lag %s)", l.Name, l.Lag.Round(10*time.Millisecond), limit)
+	case l.Ahead > limit:
+		return fmt.Sprintf("replica %s lags %s and falls behind: it is heading for %s with what it has received (--max-lag %s)",
+			l.Name, l.Lag.Round(10*time.Millisecond), l.Ahead.Round(10*time.Millisecond), limit)
 	}
 	return ""
 }

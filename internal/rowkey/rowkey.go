@@ -122,8 +122,14 @@ func (cs Cols) SelectExprs() string {
 // DECIMAL is compared as a DECIMAL of the column's own size: a string bound
 // against a DECIMAL column would be compared as a double, which cannot tell
 // apart values that differ beyond its 53 bits.
+//
+// A BIGINT UNSIGNED value is cast: a literal above 2^63-1 is a DECIMAL to
+// the server, and MariaDB plans a DELETE whose IN list mixes it with
+// integers as a full table scan (which locks every row it passes).
 func (c Col) placeholder() string {
 	switch {
+	case c.DataType == "bigint" && c.Unsigned:
+		return "CAST(? AS UNSIGNED)"
 	case c.kind == kindString:
 		return fmt.Sprintf("CONVERT(? USING %s) COLLATE %s", c.Charset, dbconn.QuoteIdent(c.Collation))
 	case c.DataType == "decimal":

@@ -14,6 +14,7 @@ func TestSecondaryKeys(t *testing.T) {
 		{Name: "u", Def: "UNIQUE KEY `u` (`c`)", Unique: true},
 		{Name: "k_1", Def: "KEY `k_1` (`k`)"},
 		{Name: "we`ird", Def: "KEY `we``ird` (`c`(3),`k` DESC) COMMENT 'x'"},
+		{Name: "fn2", Def: "UNIQUE KEY `fn2` (`k`,(`k` + 1))", Unique: true, Functional: true},
 		{Name: "p(", Def: "KEY `p(` (`c`(3))"},
 	}
 	if got := SecondaryKeys(ddl); !slices.Equal(got, want) {

@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ type DB struct {
 	*sql.DB
 	Name   string
 	Server dbconn.Config
+	Flavor dbconn.Flavor // MySQL or MariaDB
 }
 
 // AltEnv is the variable that holds the DSN of the sandbox's "alt" server:
@@ -55,6 +57,11 @@ func configFrom(t testing.TB, env string) dbconn.Config {
 func lookup(t testing.TB, env string) string {
 	t.Helper()
 	v := os.Getenv(env)
+	if v == "" && env != Env {
+		if why := os.Getenv(NoExtrasEnv); why != "" {
+			t.Skipf("%s is not set: %s", env, why)
+		}
+	}
 	if v == "" {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("%s is not set: run the tests with 'make test', which starts the sandbox servers", env)
@@ -63,6 +70,11 @@ func lookup(t testing.TB, env string) string {
 	}
 	return v
 }
+
+// NoExtrasEnv, when set, says why the run has no server but the one of
+// SLUICE_TEST_DSN (the MariaDB runs of make test-all): the tests of the alt
+// server and of replicas are then skipped with that reason, also under CI.
+const NoExtrasEnv = "SLUICE_TEST_NO_EXTRAS"
 
 // ReplicaEnv is the variable that holds the DSNs of the sandbox's replicas
 // of the server of SLUICE_TEST_DSN, comma-separated ('scripts/sandbox.sh
@@ -163,7 +175,19 @@ func newOn(t testing.TB, c dbconn.Config) *DB {
 			a.Close()
 		}
 	})
-	return &DB{DB: db, Name: name, Server: c}
+	flavor, err := dbconn.ReadFlavor(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &DB{DB: db, Name: name, Server: c, Flavor: flavor}
+}
+
+// SkipUnless skips the test unless the server is of flavour f, saying why.
+func (d *DB) SkipUnless(t testing.TB, f dbconn.Flavor, why string) {
+	t.Helper()
+	if d.Flavor != f {
+		t.Skipf("%s server: %s", d.Flavor, why)
+	}
 }
 
 // Exec runs statements, failing the test on the first error.
@@ -179,7 +203,7 @@ func (d *DB) MustExec(t testing.TB, stmts ...string) {
 // Tables lists the database's tables.
 func (d *DB) Tables(t testing.TB) []string {
 	t.Helper()
-	rows, err := d.Query("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? ORDER BY TABLE_NAME", d.Name)
+	rows, err := d.Query("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?", d.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +214,7 @@ func (d *DB) Tables(t testing.TB) []string {
 		rows.Scan(&n)
 		out = append(out, n)
 	}
+	slices.Sort(out) // byte order, whatever the server's collation
 	return out
 }
 

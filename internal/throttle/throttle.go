@@ -174,15 +174,15 @@ func newPause() pause {
 
 // set records the cause's current reason and reports whether it changed
 // between paused and not.
-func (p *pause) set(reason string) bool {
+func (p *pause) set(reason string, now time.Time) bool {
 	changed := (reason == "") != (p.reason == "")
 	switch {
 	case reason != "" && p.reason == "":
 		p.clear = make(chan struct{})
-		p.since = time.Now()
+		p.since = now
 	case reason == "" && p.reason != "":
 		close(p.clear)
-		p.total += time.Since(p.since)
+		p.total += now.Sub(p.since)
 	}
 	p.reason = reason
 	return changed
@@ -298,13 +298,10 @@ func (t *Throttler) Check(ctx context.Context) error {
 	if t.cfg.Lag != nil {
 		lag = t.cfg.Lag()
 	}
-	t.mu.Lock()
-	t.lag.set(lag)
-	t.mu.Unlock()
 	if dec.Throttle == "" {
 		dec.Throttle = lag
 	}
-	t.set(dec.Throttle)
+	t.set(dec.Throttle, lag)
 	return nil
 }
 
@@ -317,12 +314,7 @@ func (t *Throttler) Run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(t.cfg.Interval)
 	defer tick.Stop()
-	defer func() {
-		t.mu.Lock()
-		t.lag.set("")
-		t.mu.Unlock()
-		t.set("")
-	}()
+	defer t.set("", "")
 	for {
 		select {
 		case <-ctx.Done():
@@ -335,10 +327,13 @@ func (t *Throttler) Run(ctx context.Context) error {
 	}
 }
 
-// set records the current decision.
-func (t *Throttler) set(reason string) {
+// set records the current decision and the replica-lag part of it at one
+// instant, so the lag pause is never counted longer than the pause in all.
+func (t *Throttler) set(reason, lag string) {
+	now := time.Now()
 	t.mu.Lock()
-	changed := t.all.set(reason)
+	t.lag.set(lag, now)
+	changed := t.all.set(reason, now)
 	t.mu.Unlock()
 	if changed && t.cfg.OnChange != nil {
 		t.cfg.OnChange(reason)

@@ -108,6 +108,7 @@ func runCmd() *cobra.Command {
 	c.Flags().BoolVar(&o.SluiceOnly, "sluice-only", false, "time only F and sluice, leaving out native ALTER and the peers")
 	c.Flags().StringVar(&o.Sluice, "sluice", "", "sluice binary (default: beside sluice-bench)")
 	c.Flags().StringVar(&o.PtOsc, "pt-osc", "", `command running pt-online-schema-change, e.g. "scripts/sandbox.sh pt-osc" ("": leave the peer out)`)
+	c.Flags().StringVar(&o.Logs, "logs", "", "keep every sluice run's output in this directory, one numbered file a run")
 	c.Flags().StringSliceVar(&o.SluiceArgs, "sluice-args", nil, "extra flags for every sluice run, e.g. --sluice-args=--threads=3")
 	c.Flags().StringArrayVar(&o.Baselines, "compare-with", nil, "also time this other sluice binary (e.g. an earlier commit's build) beside this one, in the same run (repeatable)")
 	c.Flags().StringVar(&o.Replicas, "replicas", "", `command managing the sandbox's replicas ("CMD status|down|reset|up 1"), e.g. "scripts/sandbox.sh replicas": the other rounds run with them down, the replica round with one fresh replica, and they are put back as found at the end ("": leave the replicas alone, no replica round)`)

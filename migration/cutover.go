@@ -1,0 +1,145 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+)
+
+// cutover swaps the tables: under LOCK TABLES on both, it drains the last
+// changes and renames original -> old and shadow -> original, then unlocks.
+func (r *Runner) cutover(ctx context.Context) error {
+	shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
+	oldQ := dbconn.QuoteTable(r.cfg.Database, r.names.Old)
+	spec := r.orig.Quoted() + " WRITE, " + shadowQ + " WRITE"
+	if !r.renameUnderLock() {
+		// Writes stop, the shadow stays free for the RENAME (sentry.go).
+		spec = r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, sentryName(r.orig.Name)) + " WRITE"
+	}
+	if err := r.waitReplicas(ctx); err != nil {
+		return fmt.Errorf("cut-over: %w", err)
+	}
+	if r.cfg.DropOld {
+		// A run that dies between the swap and the drop leaves it to the
+		// next run, which finds the swap done (resume.go).
+		if err := r.addArtifact(ctx, r.names.Old); err != nil {
+			return err
+		}
+	}
+	before := func(ctx context.Context) error {
+		if !r.renameUnderLock() {
+			if err := r.makeSentry(ctx); err != nil {
+				return err
+			}
+		}
+		if err := r.waitBacklog(ctx, 200); err != nil {
+			return err
+		}
+		// Compare the rows changed since the checksum now, so that few are
+		// left for the lock: a pass takes time, in which more change.
+		for pass := 0; pass < 3 && (pass == 0 || r.tracker.Len() > verifyBatch); pass++ {
+			if err := r.verifyChanged(ctx); err != nil {
+				return err
+			}
+		}
+		return r.pauseApply(ctx)
+	}
+	release := func() { r.sched.Hold(false) }
+	err := r.withTableLock(ctx, "cut-over", spec, before, release, func(ctx context.Context, lock *sql.Conn) error {
+		start := time.Now()
+		err := r.finishLocked(ctx, lock)
+		r.res.CutoverVerify = time.Since(start) - r.res.CutoverDrain
+		if err == nil {
+			r.renaming.Store(true)
+			if r.renameUnderLock() {
+				_, err = lock.ExecContext(ctx, "RENAME TABLE "+r.orig.Quoted()+" TO "+oldQ+", "+shadowQ+" TO "+r.orig.Quoted())
+			} else {
+				err = r.renameBySentry(ctx, lock)
+			}
+			if err != nil && r.renamed(ctx) {
+				err = nil // the rename committed; only its reply was lost
+			}
+			if err != nil {
+				r.renaming.Store(false)
+			}
+		}
+		if err == nil {
+			r.swapped.Store(true)
+			r.res.CutoverLock = time.Since(start)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cut-over: %w", err)
+	}
+	r.log.Info("tables swapped", "lock_held", r.res.CutoverLock.Round(time.Millisecond), "drain", r.res.CutoverDrain.Round(time.Millisecond),
+		"verify", r.res.CutoverVerify.Round(time.Millisecond), "old_table", r.names.Old)
+	r.res.OldTable = r.names.Old
+	r.res.KeysApplied = r.applier.Applied()
+	if r.cfg.DropOld {
+		// The swap is done: finish even if the run is being cancelled. A query
+		// that began before the swap still holds the old table; the guard
+		// waits it out rather than queue behind it.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.LockDeadline)
+		defer cancel()
+		if err := r.dropGuarded(dctx, r.names.Old); err != nil {
+			return fmt.Errorf("the migration is done but dropping %s failed (drop it by hand): %w", r.names.Old, err)
+		}
+		r.res.OldTable = ""
+	}
+	return nil
+}
+
+// finishLocked applies the last changes, checks the rows changed since the
+// checksum and carries the AUTO_INCREMENT counter, while lock holds the
+// cut-over's locks: on lock itself, or, where the shadow is not among them
+// (MariaDB, sentry.go), on a connection of its own, whose statements the
+// READ lock on the original lets through, closed before the RENAME.
+func (r *Runner) finishLocked(ctx context.Context, lock *sql.Conn) error {
+	work := lock
+	if !r.renameUnderLock() {
+		c, err := r.db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		work = c
+	}
+	start := time.Now()
+	err := r.drainLocked(ctx, work, time.Second)
+	r.res.CutoverDrain = time.Since(start)
+	if err == nil {
+		err = r.verifyLocked(ctx, work)
+	}
+	if err == nil {
+		err = r.carryAutoIncrement(ctx, work)
+	}
+	return err
+}
+
+// dropGuarded drops a table sluice created, through the metadata-lock guard.
+func (r *Runner) dropGuarded(ctx context.Context, name string) error {
+	return r.lockGuard(name).Run(ctx, "DROP TABLE "+name, func(ctx context.Context, conn *sql.Conn) error {
+		_, err := conn.ExecContext(ctx, "DROP TABLE IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, name))
+		return err
+	})
+}
+
+// settling reports whether the RENAME was sent: errors of the binlog reader
+// and the apply workers no longer matter then.
+func (r *Runner) settling() bool { return r.renaming.Load() || r.swapped.Load() }
+
+// renamed reports whether the swap is visible: the old name exists and the
+// shadow name does not.
+func (r *Runner) renamed(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var old, shadow int
+	err := r.db.QueryRowContext(cctx, `SELECT COALESCE(SUM(TABLE_NAME = ?), 0), COALESCE(SUM(TABLE_NAME = ?), 0)
+		FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?, ?)`,
+		r.names.Old, r.names.Shadow, r.cfg.Database, r.names.Old, r.names.Shadow).Scan(&old, &shadow)
+	return err == nil && old == 1 && shadow == 0
+}

@@ -1,0 +1,177 @@
+package migration_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/testdb"
+	"github.com/sluicedb/sluice/migration"
+)
+
+// counterWriters increment rows 1..n of table t (column v) as fast as they
+// can, one connection each, counting the increments that succeeded: the
+// oracle of the tests below is the writers' own count, not anything sluice
+// reports. check stops them and compares.
+type counterWriters struct {
+	n       int
+	mu      sync.Mutex
+	done    []int64 // increments that succeeded, by id
+	failed  []int64 // increments that returned an error
+	slowest time.Duration
+	stop    func()
+}
+
+func startCounters(t *testing.T, db *testdb.DB, n int) *counterWriters {
+	t.Helper()
+	w := &counterWriters{n: n, done: make([]int64, n+1), failed: make([]int64, n+1)}
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	for id := 1; id <= n; id++ {
+		c, err := db.Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			for {
+				select {
+				case <-quit:
+					return
+				default:
+				}
+				start := time.Now()
+				_, err := c.ExecContext(context.Background(), "UPDATE t SET v = v + 1 WHERE id = ?", id)
+				took := time.Since(start)
+				w.mu.Lock()
+				if err != nil {
+					w.failed[id]++
+				} else {
+					w.done[id]++
+				}
+				w.slowest = max(w.slowest, took)
+				w.mu.Unlock()
+			}
+		}()
+	}
+	w.stop = sync.OnceFunc(func() { close(quit); wg.Wait() })
+	t.Cleanup(w.stop)
+	return w
+}
+
+// check stops the writers and fails the test unless every increment that
+// succeeded is in table t, and no other row changed. An increment that waited
+// less than 5ms was not held by any cut-over: then the test proves nothing.
+func (w *counterWriters) check(t *testing.T, db *testdb.DB) {
+	t.Helper()
+	w.stop()
+	var total, lost, failed int64
+	for id := 1; id <= w.n; id++ {
+		var v int64
+		if err := db.QueryRow("SELECT v FROM t WHERE id = ?", id).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		total, failed = total+w.done[id], failed+w.failed[id]
+		if v != w.done[id] {
+			lost += w.done[id] - v
+			t.Errorf("row %d: v = %d, but %d increments succeeded (%d failed)", id, v, w.done[id], w.failed[id])
+		}
+	}
+	t.Logf("%d increments (%d failed), the slowest %s, %d lost", total, failed, w.slowest.Round(time.Millisecond), lost)
+	if total < 500 {
+		t.Errorf("only %d increments ran; the test proves little", total)
+	}
+	if w.slowest < 5*time.Millisecond {
+		t.Errorf("no increment waited on a cut-over (the slowest took %s); the test proves nothing", w.slowest)
+	}
+	var sum int64
+	if err := db.QueryRow("SELECT COALESCE(SUM(v), 0) FROM t WHERE id > ?", w.n).Scan(&sum); err != nil || sum != 0 {
+		t.Errorf("rows nobody wrote changed: SUM(v) = %d (%v)", sum, err)
+	}
+}
+
+func counterTable(t *testing.T) *testdb.DB {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, pad VARCHAR(200))")
+	db.Fill(t, "t", 20000, "n, 0, REPEAT('p', n % 200)")
+	return db
+}
+
+// TestWritesQueuedAtCutoverReachNewTable: writers are queued on the table's
+// locks whenever a cut-over releases them, through three migrations. A swap
+// that lets them run on the original before the RENAME (gh-ost's sentry
+// cut-over does, on MariaDB) leaves their writes in the old table, after the
+// last change was applied.
+func TestWritesQueuedAtCutoverReachNewTable(t *testing.T) {
+	db := counterTable(t)
+	w := startCounters(t, db, 8)
+	for i, alter := range []string{"ADD COLUMN x INT", "DROP COLUMN x", "MODIFY pad VARCHAR(250)"} {
+		cfg := config(t, db, "t", alter)
+		cfg.DropOld = true
+		res, err := mustRunner(t, cfg).Run(context.Background())
+		if err != nil {
+			t.Fatalf("migration %d (%s): %v", i+1, alter, err)
+		}
+		if res.Path != "copy" {
+			t.Fatalf("migration %d (%s) took the %s path; the test needs the copy's cut-over", i+1, alter, res.Path)
+		}
+		t.Logf("migration %d (%s): lock held %s, drain %s", i+1, alter, res.CutoverLock.Round(time.Millisecond), res.CutoverDrain.Round(time.Millisecond))
+	}
+	w.check(t, db)
+}
+
+// TestCutoverWaitsOutShadowReader: a session keeps a transaction open that
+// read the shadow while writers run. On MariaDB the RENAME then cannot take
+// the shadow's lock, so it would not be queued on the original when the
+// locks go: the cut-over must see that, back off and try again, and lose no
+// write. On MySQL the lock on the shadow waits the reader out.
+func TestCutoverWaitsOutShadowReader(t *testing.T) {
+	db := counterTable(t)
+	var log testdb.SyncBuffer
+	cfg := config(t, db, "t", "ADD COLUMN x INT")
+	cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	cfg.PostponeCutover = true
+	cfg.LockWait = time.Second
+	r := mustRunner(t, cfg)
+	errc := make(chan error, 1)
+	go func() { _, err := r.Run(context.Background()); errc <- err }()
+	waitPhase(t, r, "postponed", errc)
+
+	w := startCounters(t, db, 8)
+	reader, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	ctx := context.Background()
+	if _, err := reader.ExecContext(ctx, "START TRANSACTION"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := reader.QueryRowContext(ctx, "SELECT COUNT(*) FROM _t_new").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if err := migration.TriggerCutover(ctx, db.DB, db.Name, "t"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if _, err := reader.ExecContext(ctx, "COMMIT"); err != nil {
+		t.Logf("the reader's transaction ended: %v", err)
+	}
+	if err := ended(t, errc, 60*time.Second, "after the reader committed"); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if got := columns(t, db, "t"); got != "id,v,pad,x" {
+		t.Errorf("columns %s", got)
+	}
+	w.check(t, db)
+	if db.Flavor == dbconn.MariaDB && !strings.Contains(log.String(), "waits on a lock other than the original") {
+		t.Errorf("the cut-over never saw its RENAME wait on the shadow:\n%s", log.String())
+	}
+}

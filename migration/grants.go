@@ -1,0 +1,272 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+)
+
+// requiredPrivileges are needed on the database (or globally), replication
+// ones globally.
+var (
+	requiredDB     = []string{"SELECT", "INSERT", "DELETE", "CREATE", "DROP", "ALTER", "LOCK TABLES"}
+	requiredGlobal = []string{"REPLICATION SLAVE", "REPLICATION CLIENT"}
+)
+
+// MissingPrivileges returns the required privileges absent from the global
+// and database-level grants, sorted. "ALL PRIVILEGES" grants everything.
+func MissingPrivileges(global, database []string) []string {
+	has := func(list []string, p string) bool {
+		for _, x := range list {
+			if strings.EqualFold(x, p) || strings.EqualFold(x, "ALL PRIVILEGES") || strings.EqualFold(x, "ALL") {
+				return true
+			}
+		}
+		return false
+	}
+	var missing []string
+	for _, p := range requiredGlobal {
+		// MariaDB 10.5+ calls REPLICATION CLIENT BINLOG MONITOR (and
+		// takes the old name in a GRANT).
+		if !has(global, p) && !(p == "REPLICATION CLIENT" && has(global, "BINLOG MONITOR")) {
+			missing = append(missing, p)
+		}
+	}
+	for _, p := range requiredDB {
+		if !has(global, p) && !has(database, p) {
+			missing = append(missing, p)
+		}
+	}
+	sort.Strings(missing)
+	return missing
+}
+
+// checkPrivileges reads the account's privileges from SHOW GRANTS, which
+// holds those of its active roles too (MySQL lists them with the account's;
+// on MariaDB the current role's are read apart), and refuses the run if one
+// it needs is missing. information_schema's privilege tables would not do:
+// they leave out what a role grants.
+func (r *Runner) checkPrivileges(ctx context.Context) error {
+	var user string
+	if err := r.db.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&user); err != nil {
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
+	lines, err := showGrants(ctx, r.db, "SHOW GRANTS")
+	if err != nil {
+		return fmt.Errorf("%w: read privileges: %w", ErrPreflight, err)
+	}
+	if r.vars.Flavor == dbconn.MariaDB {
+		var role sql.NullString
+		if err := r.db.QueryRowContext(ctx, "SELECT CURRENT_ROLE()").Scan(&role); err == nil && role.Valid && role.String != "" {
+			more, err := showGrants(ctx, r.db, "SHOW GRANTS FOR "+dbconn.QuoteIdent(role.String))
+			if err != nil {
+				return fmt.Errorf("%w: read the privileges of role %s: %w", ErrPreflight, role.String, err)
+			}
+			lines = append(lines, more...)
+		}
+	}
+	global, dbPrivs := ParseGrants(lines, r.cfg.Database, r.vars.LowerCaseNames != 0)
+	if missing := MissingPrivileges(global, dbPrivs); len(missing) > 0 {
+		return preflightErr("user %s lacks %s; GRANT them (replication ones ON *.*, the others ON %s.*: grants on single tables do not cover the tables sluice creates)",
+			user, strings.Join(missing, ", "), dbconn.QuoteIdent(r.cfg.Database))
+	}
+	return nil
+}
+
+func showGrants(ctx context.Context, db *sql.DB, q string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return nil, err
+		}
+		out = append(out, line)
+	}
+	return out, rows.Err()
+}
+
+// ParseGrants reads SHOW GRANTS lines into the privileges granted on every
+// database (ON *.*) and on database (ON `db`.*, the name a LIKE pattern as
+// the server reads it; fold: compared without case). Grants of roles (no
+// ON) and on single tables or routines are left out, and a partial revoke
+// on the database (REVOKE ... ON `db`.*, with partial_revokes) takes its
+// privileges out of both lists.
+func ParseGrants(lines []string, database string, fold bool) (global, onDB []string) {
+	if fold {
+		database = strings.ToLower(database)
+	}
+	var revoked []string
+	for _, line := range lines {
+		verb, rest, ok := strings.Cut(line, " ")
+		if !ok || (verb != "GRANT" && verb != "REVOKE") {
+			continue
+		}
+		privs, after, ok := cutOutsideQuotes(rest, " ON ")
+		if !ok {
+			continue // GRANT role TO user
+		}
+		sep := " TO "
+		if verb == "REVOKE" {
+			sep = " FROM "
+		}
+		level, _, ok := cutOutsideQuotes(after, sep)
+		if !ok {
+			continue
+		}
+		list := splitPrivileges(privs)
+		db, table, ok := grantLevel(level)
+		if fold {
+			db = strings.ToLower(db)
+		}
+		switch {
+		case !ok:
+		case verb == "REVOKE":
+			if table == "*" && db == database {
+				revoked = append(revoked, list...)
+			}
+		case db == "*" && table == "*":
+			global = append(global, list...)
+		case table == "*" && likeMatch(db, database):
+			onDB = append(onDB, list...)
+		}
+	}
+	if len(revoked) > 0 {
+		global, onDB = withoutPrivileges(global, revoked), withoutPrivileges(onDB, revoked)
+	}
+	return global, onDB
+}
+
+// withoutPrivileges drops from list what revoked names, ALL PRIVILEGES
+// read as every privilege sluice needs.
+func withoutPrivileges(list, revoked []string) []string {
+	var out []string
+	for _, p := range list {
+		if p == "ALL PRIVILEGES" || p == "ALL" {
+			out = append(out, withoutPrivileges(append(slices.Clone(requiredDB), requiredGlobal...), revoked)...)
+			continue
+		}
+		if !slices.Contains(revoked, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// cutOutsideQuotes is strings.Cut that skips sep inside `quoted` names.
+func cutOutsideQuotes(s, sep string) (before, after string, ok bool) {
+	quoted := false
+	for i := 0; i < len(s); i++ {
+		if s[i] == '`' {
+			quoted = !quoted
+			continue
+		}
+		if !quoted && strings.HasPrefix(s[i:], sep) {
+			return s[:i], s[i+len(sep):], true
+		}
+	}
+	return s, "", false
+}
+
+// splitPrivileges splits "SELECT, INSERT (a, b), BINLOG MONITOR" at the
+// commas outside parentheses; a column list is dropped with its parentheses.
+func splitPrivileges(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	add := func(p string) {
+		if i := strings.IndexByte(p, '('); i >= 0 {
+			p = p[:i]
+		}
+		if p = strings.ToUpper(strings.TrimSpace(p)); p != "" {
+			out = append(out, p)
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				add(s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	add(s[start:])
+	return out
+}
+
+// grantLevel reads "*.*", "`db`.*", "db.*" or "`db`.`t`" into its two names
+// (unquoted; "*" for a wildcard). ok is false for a routine's level.
+func grantLevel(level string) (db, table string, ok bool) {
+	level = strings.TrimSpace(level)
+	if strings.HasPrefix(level, "PROCEDURE ") || strings.HasPrefix(level, "FUNCTION ") {
+		return "", "", false
+	}
+	var parts []string
+	for level != "" {
+		var name string
+		if level[0] == '`' {
+			i := 1
+			var b strings.Builder
+			for ; i < len(level); i++ {
+				if level[i] == '`' {
+					if i+1 < len(level) && level[i+1] == '`' {
+						b.WriteByte('`')
+						i++
+						continue
+					}
+					break
+				}
+				b.WriteByte(level[i])
+			}
+			name, level = b.String(), level[min(i+1, len(level)):]
+		} else {
+			i := strings.IndexByte(level, '.')
+			if i < 0 {
+				i = len(level)
+			}
+			name, level = level[:i], level[i:]
+		}
+		parts = append(parts, name)
+		level = strings.TrimPrefix(level, ".")
+	}
+	if len(parts) != 2 {
+		return "", "", false
+	}
+	return parts[0], parts[1], true
+}
+
+// likeMatch matches s against a grant's database name, a LIKE pattern: _ and
+// % are wildcards unless escaped with a backslash.
+func likeMatch(pattern, s string) bool {
+	if pattern == "" {
+		return s == ""
+	}
+	switch c := pattern[0]; {
+	case c == '\\' && len(pattern) > 1:
+		return s != "" && s[0] == pattern[1] && likeMatch(pattern[2:], s[1:])
+	case c == '%':
+		for i := 0; i <= len(s); i++ {
+			if likeMatch(pattern[1:], s[i:]) {
+				return true
+			}
+		}
+		return false
+	case c == '_':
+		return s != "" && likeMatch(pattern[1:], s[1:])
+	default:
+		return s != "" && s[0] == c && likeMatch(pattern[1:], s[1:])
+	}
+}
