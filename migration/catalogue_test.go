@@ -404,9 +404,10 @@ func catCheckError(t *testing.T, err error, secrets []string) {
 	}
 }
 
-// catExpand replaces {db} with the test database's name.
+// catExpand replaces {db} with the test database's name and MySQL's names
+// with the server's own (testdb's Dialect).
 func catExpand(q string, d *testdb.DB) string {
-	return strings.ReplaceAll(q, "{db}", d.Name)
+	return d.Dialect(strings.ReplaceAll(q, "{db}", d.Name))
 }
 
 // catSetup runs the setup steps on the application's session.

@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -115,6 +116,10 @@ func catAppSession(ctx context.Context, c *sql.Conn, zone string, extra []string
 	if _, err := c.ExecContext(ctx, q); dbconn.ErrorNumber(err) == dbconn.ErrUnknownSystemVariable {
 		// MariaDB before 11.1 names it tx_isolation.
 		q = strings.ReplaceAll(q, "transaction_isolation", "tx_isolation")
+		extra = slices.Clone(extra)
+		for i := range extra {
+			extra[i] = strings.ReplaceAll(extra[i], "transaction_isolation", "tx_isolation")
+		}
 	}
 	for _, s := range append([]string{q}, extra...) {
 		if _, err := c.ExecContext(ctx, s); err != nil {

@@ -381,12 +381,6 @@ func ksRun(t *testing.T, sh ksShape) {
 	ksRunOn(t, db(t), sh)
 }
 
-// ksMariaDBColl maps the MySQL collations of ksColls to MariaDB's own.
-var ksMariaDBColl = map[string]string{
-	"utf8mb4_0900_ai_ci": "utf8mb4_uca1400_nopad_ai_ci",
-	"utf8mb4_0900_as_cs": "utf8mb4_uca1400_nopad_as_cs",
-}
-
 func ksHasCollation(t *testing.T, db *testdb.DB, coll string) bool {
 	var n int
 	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.COLLATIONS WHERE COLLATION_NAME = ?", coll).Scan(&n); err != nil {
@@ -409,7 +403,7 @@ func ksRunOn(t *testing.T, db *testdb.DB, sh ksShape) {
 		// counterpart stands in.
 		sh.key = slices.Clone(sh.key)
 		for i, ty := range sh.key {
-			for from, to := range ksMariaDBColl {
+			for from, to := range testdb.MariaDBCollations {
 				if strings.Contains(ty.ddl, "COLLATE "+from) && !ksHasCollation(t, db, from) {
 					sh.key[i].ddl = strings.Replace(ty.ddl, "COLLATE "+from, "COLLATE "+to, 1)
 				}

@@ -546,7 +546,7 @@ func TestTableChangesDuringMigrationStopIt(t *testing.T) {
 				}
 				defer conn.Close()
 				for _, s := range c.stmts {
-					if _, err := conn.ExecContext(context.Background(), s); err != nil {
+					if _, err := conn.ExecContext(context.Background(), db.Dialect(s)); err != nil {
 						t.Errorf("%s: %v", s, err)
 					}
 				}

@@ -297,7 +297,7 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 	r.streamer, err = binlog.Start(ctx, binlog.Config{
 		Conn: r.cfg.Conn, TLS: tlsConf, Database: r.cfg.Database, Table: r.cfg.Table,
 		Columns: len(r.orig.Columns), Key: r.key, Sink: sinks{sched: r.sched, tracker: r.tracker}, FoldCase: r.vars.LowerCaseNames != 0,
-		Logger: r.log,
+		Flavor: r.vars.Flavor, Logger: r.log,
 	}, pos)
 	if err != nil {
 		return err

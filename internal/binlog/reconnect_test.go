@@ -36,7 +36,7 @@ func startWith(t *testing.T, db *testdb.DB, conn dbconn.Config, table string, si
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := binlog.Start(ctx, binlog.Config{Conn: conn, Database: db.Name, Table: table,
+	s, err := binlog.Start(ctx, binlog.Config{Conn: conn, Flavor: db.Flavor, Database: db.Name, Table: table,
 		Columns: len(tbl.Columns), Key: key, Sink: sink, ReconnectFor: reconnectFor,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}, pos)
 	if err != nil {

@@ -54,6 +54,11 @@ type Config struct {
 	// names are case-sensitive (`Orders` and `orders` are two tables) and
 	// are compared byte for byte.
 	FoldCase bool
+	// Flavor is the server's. On MariaDB the stream is read as a MariaDB
+	// replica reads it, GTID events included: a reader that does not say it
+	// understands them gets them replaced with BEGIN and dummy events, which
+	// MariaDB 10.11 cannot do for an XA transaction and ends the stream.
+	Flavor dbconn.Flavor
 	// ReconnectFor is how long the streamer tries to re-establish a lost
 	// binlog connection before it fails (0: DefaultReconnectFor; negative:
 	// it fails at once). The time counts from the loss until events flow
@@ -114,7 +119,7 @@ func Start(ctx context.Context, cfg Config, start Position) (*Streamer, error) {
 	s.scfg = replication.BinlogSyncerConfig{
 		// One server id for every connection of the streamer.
 		ServerID:                uint32(1_000_000_000 + rand.IntN(1_000_000_000)),
-		Flavor:                  mysql.MySQLFlavor,
+		Flavor:                  binlogFlavor(cfg.Flavor),
 		Host:                    cfg.Conn.Host,
 		Port:                    uint16(cfg.Conn.Port),
 		User:                    cfg.Conn.User,
@@ -230,6 +235,13 @@ func (s *Streamer) read(ctx context.Context, stream *replication.BinlogStreamer)
 	}
 }
 
+func binlogFlavor(f dbconn.Flavor) string {
+	if f == dbconn.MariaDB {
+		return mysql.MariaDBFlavor
+	}
+	return mysql.MySQLFlavor
+}
+
 // endsTx reports whether no transaction is open after ev, so that reading
 // again from its end loses nothing and needs no earlier event (a row event
 // needs the table map event before it, in the same transaction). A
@@ -253,7 +265,14 @@ func (s *Streamer) endsTx(ev *replication.BinlogEvent) bool {
 		}
 		s.inTx, s.inBegin = false, false
 		return true
-	case *replication.FormatDescriptionEvent, *replication.PreviousGTIDsEvent, *replication.HeartbeatEvent:
+	case *replication.MariadbGTIDEvent:
+		// A MariaDB transaction starts here; one flagged standalone (a DDL,
+		// XA COMMIT or ROLLBACK) is its one statement, any other ends with
+		// its XID event, COMMIT, ROLLBACK or XA PREPARE.
+		s.inTx, s.inBegin = true, !e.IsStandalone()
+		return false
+	case *replication.FormatDescriptionEvent, *replication.PreviousGTIDsEvent, *replication.HeartbeatEvent,
+		*replication.MariadbGTIDListEvent, *replication.MariadbBinlogCheckPointEvent:
 		return !s.inTx
 	}
 	switch ev.Header.EventType {

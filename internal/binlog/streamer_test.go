@@ -66,7 +66,7 @@ func start(t *testing.T, db *testdb.DB, table string, foldCase bool) (*binlog.St
 		t.Fatal(err)
 	}
 	sink := &collector{}
-	s, err := binlog.Start(ctx, binlog.Config{Conn: db.Server, Database: db.Name, Table: table,
+	s, err := binlog.Start(ctx, binlog.Config{Conn: db.Server, Flavor: db.Flavor, Database: db.Name, Table: table,
 		Columns: len(tbl.Columns), Key: key, Sink: sink, FoldCase: foldCase}, pos)
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +294,7 @@ func TestStatementFormat(t *testing.T) {
 			c := session(t, db, false)
 			run(t, c, "INSERT INTO t VALUES (1, 'a')",
 				// InnoDB logs statements only at REPEATABLE READ or above.
-				"SET SESSION transaction_isolation = 'REPEATABLE-READ'",
+				db.Dialect("SET SESSION transaction_isolation = 'REPEATABLE-READ'"),
 				"SET SESSION binlog_format = 'STATEMENT'",
 				"INSERT INTO other VALUES (1, 't')",
 				"INSERT INTO other SELECT id + 10, v FROM t",

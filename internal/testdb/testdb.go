@@ -190,11 +190,12 @@ func (d *DB) SkipUnless(t testing.TB, f dbconn.Flavor, why string) {
 	}
 }
 
-// Exec runs statements, failing the test on the first error.
+// MustExec runs statements, rewritten for the server (Dialect), failing the
+// test on the first error.
 func (d *DB) MustExec(t testing.TB, stmts ...string) {
 	t.Helper()
 	for _, s := range stmts {
-		if _, err := d.Exec(s); err != nil {
+		if _, err := d.Exec(d.Dialect(s)); err != nil {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
