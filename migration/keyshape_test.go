@@ -449,7 +449,14 @@ func ksRunOn(t *testing.T, db *testdb.DB, sh ksShape) {
 	}
 	cols := slices.DeleteFunc(sh.cols(), func(c string) bool { return c == sh.dropped })
 	before := ksDump(t, db, "ks", cols, sh.keyNames())
-	if len(before) != loaded {
+	switch {
+	case len(before) == loaded:
+	case refuse != "" && db.Flavor == dbconn.MariaDB:
+		// MariaDB's unique check and its equality disagree on a CHAR key in
+		// a NO PAD collation (the reason sluice refuses it): the generator
+		// cannot count what it inserted. The refusal is still checked.
+		t.Logf("%s the generator inserted %d rows but the table holds %d (%s)", tag, loaded, len(before), refuse)
+	default:
 		t.Fatalf("%s the generator inserted %d rows but the table holds %d", tag, loaded, len(before))
 	}
 	t.Logf("%s %d rows (%d more keys kept free for inserts)", tag, loaded, len(keys)-loaded)

@@ -159,6 +159,24 @@ func parseVersion(v string) (int, int, int) {
 	return a, b, c
 }
 
+// learnNames teaches the SQL parser the server's character sets and
+// collations, for the ALTER and for the statements the binlog holds, and
+// parses an ALTER that named one the parser did not know.
+func (r *Runner) learnNames(ctx context.Context) error {
+	if err := ddl.LearnNames(ctx, r.db); err != nil {
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
+	if r.alter != nil {
+		return nil
+	}
+	alter, err := ddl.Parse(r.cfg.Alter)
+	if err != nil {
+		return err
+	}
+	r.alter = alter
+	return nil
+}
+
 func (r *Runner) preflight(ctx context.Context) error {
 	db, err := dbconn.Open(ctx, r.cfg.Conn, r.cfg.Database, r.poolSize())
 	if err != nil {
@@ -172,6 +190,9 @@ func (r *Runner) preflight(ctx context.Context) error {
 	}
 	r.vars = v
 	if err := CheckVersion(v); err != nil {
+		return err
+	}
+	if err := r.learnNames(ctx); err != nil {
 		return err
 	}
 	if err := r.checkPrivileges(ctx); err != nil {

@@ -86,8 +86,11 @@ func New(cfg Config) (*Runner, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	// A character set or collation the parser does not know may be the
+	// server's: the clause is parsed again once the server taught it its
+	// names (preflight).
 	alter, err := ddl.Parse(cfg.Alter)
-	if err != nil {
+	if err != nil && !errors.Is(err, ddl.ErrUnknownName) {
 		return nil, err
 	}
 	// Every connection of the run carries its id, so the metadata-lock guard

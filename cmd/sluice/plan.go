@@ -47,7 +47,7 @@ func runPlan(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		return err
 	}
 	a, err := ddl.Parse(f.alter)
-	if err != nil {
+	if err != nil && !errors.Is(err, ddl.ErrUnknownName) {
 		return err
 	}
 	if err := conn.Validate(); err != nil {
@@ -58,6 +58,15 @@ func runPlan(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		return err
 	}
 	defer db.Close()
+	if a == nil {
+		// A character set or collation the server may know.
+		if err := ddl.LearnNames(ctx, db); err != nil {
+			return err
+		}
+		if a, err = ddl.Parse(f.alter); err != nil {
+			return err
+		}
+	}
 	p, _, err := plan.Make(ctx, db, conn.Host, database, f.table, a, plan.Options{
 		Replicas: f.replicas, MaxInplace: f.maxInplace, LockWait: f.lockWait, CutoverLock: f.cutoverLock, CopyThreads: f.copyWorkers,
 	})

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	tidbmysql "github.com/pingcap/tidb/pkg/parser/mysql"
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // the parser needs a value driver
+	"github.com/sluicedb/sluice/internal/ddl"
 )
 
 // sameName reports whether two schema or table names name the same object:
@@ -114,9 +114,7 @@ func (s *Streamer) checkQuery(schema, query string, mode tidbmysql.SQLMode) erro
 		// database's tables.
 		return nil
 	}
-	p := parser.New()
-	p.SetSQLMode(mode)
-	stmts, _, err := p.Parse(q, "", "")
+	stmts, err := ddl.ParseSQL(q, mode)
 	if err != nil {
 		if !namesTable {
 			return nil // only DROP DATABASE matters then, which the parser reads

@@ -23,7 +23,7 @@ func snapshotConns(t *testing.T, db *testdb.DB, n int) []*sql.Conn {
 		}
 		t.Cleanup(func() { c.Close() })
 		for _, q := range []string{"SET SESSION transaction_isolation = 'REPEATABLE-READ'", "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"} {
-			if _, err := c.ExecContext(ctx, q); err != nil {
+			if _, err := c.ExecContext(ctx, db.Dialect(q)); err != nil {
 				t.Fatal(err)
 			}
 		}

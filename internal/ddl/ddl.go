@@ -13,7 +13,6 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/format"
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions in DEFAULT clauses
@@ -218,14 +217,17 @@ next:
 }
 
 func parseOne(sql string) (ast.StmtNode, error) {
-	p := parser.New()
-	stmts, _, err := p.Parse(sql, "", "")
+	stmts, err := ParseSQL(sql, 0)
 	if err != nil {
 		msg := err.Error()
 		if i := strings.Index(msg, "\n"); i > 0 {
 			msg = msg[:i]
 		}
-		return nil, fmt.Errorf("%w: cannot parse the ALTER clause: %s", ErrInvalid, msg)
+		cause := errors.New(msg)
+		if errors.Is(err, ErrUnknownName) {
+			cause = nameErr{msg}
+		}
+		return nil, fmt.Errorf("%w: cannot parse the ALTER clause: %w", ErrInvalid, cause)
 	}
 	if len(stmts) != 1 {
 		return nil, fmt.Errorf("%w: the ALTER clause must be a single statement, found %d", ErrInvalid, len(stmts))
