@@ -22,6 +22,12 @@ func (r *Runner) cutover(ctx context.Context) error {
 	if err := r.waitReplicas(ctx); err != nil {
 		return fmt.Errorf("cut-over: %w", err)
 	}
+	// The signals once more, not a tick later: a panic file the operator
+	// made (or a critical load) while the last chunks were copied stops the
+	// run before the swap.
+	if err := r.throttle.Check(ctx); err != nil {
+		return fmt.Errorf("cut-over: %w", err)
+	}
 	if r.cfg.DropOld {
 		// A run that dies between the swap and the drop leaves it to the
 		// next run, which finds the swap done (resume.go).
