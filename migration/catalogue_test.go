@@ -447,6 +447,7 @@ func catAccount(t *testing.T, d *testdb.DB, sc *catScenario, cfg *migration.Conf
 		grants = "SELECT, INSERT, DELETE, CREATE, DROP, ALTER, LOCK TABLES | REPLICATION SLAVE, REPLICATION CLIENT"
 	}
 	onDB, global, _ := strings.Cut(grants, "|")
+	global, onTables, _ := strings.Cut(global, "|")
 	d.MustExec(t, "CREATE USER '"+user+"'@'%' IDENTIFIED BY '"+pw+"'")
 	t.Cleanup(func() { d.Exec("DROP USER '" + user + "'@'%'") })
 	grantee := "'" + user + "'@'%'"
@@ -468,6 +469,21 @@ func catAccount(t *testing.T, d *testdb.DB, sc *catScenario, cfg *migration.Conf
 	}
 	if s := strings.TrimSpace(global); s != "" {
 		d.MustExec(t, "GRANT "+s+" ON *.* TO "+grantee)
+	}
+	if s := strings.TrimSpace(onTables); s != "" {
+		// On the table and each table the run makes beside it (the
+		// README's list), and no other.
+		tables := []string{sc.Table, "_" + sc.Table + "_new", "_" + sc.Table + "_old", "_" + sc.Table + "_cutover",
+			"_" + sc.Table + "_ckpt", "_" + sc.Table + "_hb"}
+		if d.Flavor == dbconn.MariaDB {
+			tables = append(tables, sc.Table+"_sluice_swap")
+		}
+		if rest, ok := strings.CutPrefix(s, "original "); ok {
+			s, tables = rest, tables[:1]
+		}
+		for _, tb := range tables {
+			d.MustExec(t, "GRANT "+s+" ON "+dbconn.QuoteTable(d.Name, tb)+" TO "+grantee)
+		}
 	}
 	cfg.Conn.User, cfg.Conn.Password = user, pw
 	secrets := []string{pw}

@@ -61,15 +61,16 @@ func TestCheckServer(t *testing.T) {
 }
 
 func TestMissingPrivileges(t *testing.T) {
-	if m := MissingPrivileges([]string{"ALL PRIVILEGES"}, nil); len(m) != 0 {
+	tables := []string{"t", "_t_new"}
+	if m := MissingPrivileges(Grants{Global: []string{"ALL PRIVILEGES"}}, tables); len(m) != 0 {
 		t.Errorf("ALL PRIVILEGES: missing %v", m)
 	}
-	m := MissingPrivileges([]string{"REPLICATION SLAVE"}, []string{"SELECT", "INSERT", "DELETE", "CREATE", "DROP", "ALTER"})
+	m := MissingPrivileges(Grants{Global: []string{"REPLICATION SLAVE"}, OnDB: []string{"SELECT", "INSERT", "DELETE", "CREATE", "DROP", "ALTER"}}, tables)
 	if len(m) != 2 || m[0] != "LOCK TABLES" || m[1] != "REPLICATION CLIENT" {
 		t.Errorf("missing = %v", m)
 	}
 	// MariaDB's name for REPLICATION CLIENT.
-	if m := MissingPrivileges([]string{"REPLICATION SLAVE", "BINLOG MONITOR"}, []string{"SELECT", "INSERT", "DELETE", "CREATE", "DROP", "ALTER", "LOCK TABLES"}); len(m) != 0 {
+	if m := MissingPrivileges(Grants{Global: []string{"REPLICATION SLAVE", "BINLOG MONITOR"}, OnDB: []string{"SELECT", "INSERT", "DELETE", "CREATE", "DROP", "ALTER", "LOCK TABLES"}}, tables); len(m) != 0 {
 		t.Errorf("MariaDB's BINLOG MONITOR: missing %v", m)
 	}
 }

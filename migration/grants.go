@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/schema"
 )
 
 // requiredPrivileges are needed on the database (or globally), replication
@@ -18,9 +19,21 @@ var (
 	requiredGlobal = []string{"REPLICATION SLAVE", "REPLICATION CLIENT"}
 )
 
-// MissingPrivileges returns the required privileges absent from the global
-// and database-level grants, sorted. "ALL PRIVILEGES" grants everything.
-func MissingPrivileges(global, database []string) []string {
+// Grants is what SHOW GRANTS gives the account, as far as sluice asks: the
+// privileges on every database (ON *.*), on the migration's database (ON
+// `db`.*) and on single tables of it (ON `db`.`t`, by table name).
+type Grants struct {
+	Global, OnDB []string
+	OnTable      map[string][]string
+}
+
+// MissingPrivileges returns the required privileges the grants lack, sorted:
+// replication ones are global; LOCK TABLES is granted on a database or
+// globally; the others are needed on each of tables (the original and the
+// tables sluice makes beside it), which grants on the database or on each
+// table give. Privileges missing on some tables only are named with them:
+// "CREATE, DROP on _t_new, _t_old". "ALL PRIVILEGES" grants everything.
+func MissingPrivileges(g Grants, tables []string) []string {
 	has := func(list []string, p string) bool {
 		for _, x := range list {
 			if strings.EqualFold(x, p) || strings.EqualFold(x, "ALL PRIVILEGES") || strings.EqualFold(x, "ALL") {
@@ -33,14 +46,37 @@ func MissingPrivileges(global, database []string) []string {
 	for _, p := range requiredGlobal {
 		// MariaDB 10.5+ calls REPLICATION CLIENT BINLOG MONITOR (and
 		// takes the old name in a GRANT).
-		if !has(global, p) && !(p == "REPLICATION CLIENT" && has(global, "BINLOG MONITOR")) {
+		if !has(g.Global, p) && !(p == "REPLICATION CLIENT" && has(g.Global, "BINLOG MONITOR")) {
 			missing = append(missing, p)
 		}
 	}
+	onSome := map[string][]string{} // the tables lacking them -> privileges
 	for _, p := range requiredDB {
-		if !has(global, p) && !has(database, p) {
-			missing = append(missing, p)
+		if has(g.Global, p) || has(g.OnDB, p) {
+			continue
 		}
+		if p == "LOCK TABLES" {
+			missing = append(missing, p)
+			continue
+		}
+		var lack []string
+		for _, t := range tables {
+			if !has(g.OnTable[t], p) {
+				lack = append(lack, t)
+			}
+		}
+		switch {
+		case len(lack) == 0:
+		case len(lack) == len(tables):
+			missing = append(missing, p)
+		default:
+			k := strings.Join(lack, ", ")
+			onSome[k] = append(onSome[k], p)
+		}
+	}
+	for t, ps := range onSome {
+		sort.Strings(ps)
+		missing = append(missing, strings.Join(ps, ", ")+" on "+t)
 	}
 	sort.Strings(missing)
 	return missing
@@ -70,12 +106,33 @@ func (r *Runner) checkPrivileges(ctx context.Context) error {
 			lines = append(lines, more...)
 		}
 	}
-	global, dbPrivs := ParseGrants(lines, r.cfg.Database, r.vars.LowerCaseNames != 0)
-	if missing := MissingPrivileges(global, dbPrivs); len(missing) > 0 {
-		return preflightErr("user %s lacks %s; GRANT them (replication ones ON *.*, the others ON %s.*: grants on single tables do not cover the tables sluice creates)",
-			user, strings.Join(missing, ", "), dbconn.QuoteIdent(r.cfg.Database))
+	fold := r.vars.LowerCaseNames != 0
+	tables := r.tablesTouched()
+	if fold {
+		for i := range tables {
+			tables[i] = strings.ToLower(tables[i])
+		}
+	}
+	if missing := MissingPrivileges(ParseGrants(lines, r.cfg.Database, fold), tables); len(missing) > 0 {
+		return preflightErr("user %s lacks %s; GRANT them (replication ones ON *.*, LOCK TABLES and the others ON %s.*, or the others on each of %s)",
+			user, strings.Join(missing, "; "), dbconn.QuoteIdent(r.cfg.Database), strings.Join(tables, ", "))
 	}
 	return nil
+}
+
+// tablesTouched names the tables of the database sluice reads or makes: the
+// original, the new table, the name the original takes at the swap, the
+// postponed cut-over's table, the checkpoint, the replica heartbeat and, on
+// MariaDB, the cut-over's sentry. (A kept old table of an earlier run moves
+// the swap to a time-stamped name, which only a grant on the database
+// covers.)
+func (r *Runner) tablesTouched() []string {
+	n := schema.NamesFor(r.cfg.Table)
+	ts := []string{r.cfg.Table, n.Shadow, n.Old, n.Postpone, n.Checkpoint, n.Heartbeat}
+	if r.vars.Flavor == dbconn.MariaDB {
+		ts = append(ts, sentryName(r.cfg.Table))
+	}
+	return ts
 }
 
 func showGrants(ctx context.Context, db *sql.DB, q string) ([]string, error) {
@@ -96,16 +153,19 @@ func showGrants(ctx context.Context, db *sql.DB, q string) ([]string, error) {
 }
 
 // ParseGrants reads SHOW GRANTS lines into the privileges granted on every
-// database (ON *.*) and on database (ON `db`.*, the name a LIKE pattern as
-// the server reads it; fold: compared without case). Grants of roles (no
-// ON) and on single tables or routines are left out, and a partial revoke
-// on the database (REVOKE ... ON `db`.*, with partial_revokes) takes its
-// privileges out of both lists.
-func ParseGrants(lines []string, database string, fold bool) (global, onDB []string) {
+// database (ON *.*), on database (ON `db`.*, the name a LIKE pattern as the
+// server reads it) and on its tables (ON `db`.`t`; a privilege on some
+// columns only is left out); fold: names compared without case, tables
+// keyed in lower case. Grants of roles (no ON) and on routines are left
+// out, and a partial revoke on the database (REVOKE ... ON `db`.*, with
+// partial_revokes) takes its privileges out of the global and database
+// lists.
+func ParseGrants(lines []string, database string, fold bool) Grants {
 	if fold {
 		database = strings.ToLower(database)
 	}
-	var revoked []string
+	var global, onDB, revoked []string
+	onTable := map[string][]string{}
 	for _, line := range lines {
 		verb, rest, ok := strings.Cut(line, " ")
 		if !ok || (verb != "GRANT" && verb != "REVOKE") {
@@ -138,12 +198,46 @@ func ParseGrants(lines []string, database string, fold bool) (global, onDB []str
 			global = append(global, list...)
 		case table == "*" && likeMatch(db, database):
 			onDB = append(onDB, list...)
+		case table != "*" && db == database:
+			if fold {
+				table = strings.ToLower(table)
+			}
+			onTable[table] = append(onTable[table], tablePrivileges(privs)...)
 		}
 	}
 	if len(revoked) > 0 {
 		global, onDB = withoutPrivileges(global, revoked), withoutPrivileges(onDB, revoked)
 	}
-	return global, onDB
+	return Grants{Global: global, OnDB: onDB, OnTable: onTable}
+}
+
+// tablePrivileges is splitPrivileges without the privileges granted on some
+// columns only ("SELECT (a, b)").
+func tablePrivileges(privs string) []string {
+	var out []string
+	depth, start, cols := 0, 0, false
+	add := func(p string) {
+		if p = strings.ToUpper(strings.TrimSpace(p)); p != "" && !cols {
+			out = append(out, p)
+		}
+		cols = false
+	}
+	for i := 0; i < len(privs); i++ {
+		switch privs[i] {
+		case '(':
+			depth++
+			cols = true
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				add(privs[start:i])
+				start = i + 1
+			}
+		}
+	}
+	add(privs[start:])
+	return out
 }
 
 // withoutPrivileges drops from list what revoked names, ALL PRIVILEGES

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
 )
 
 func TestParseGrants(t *testing.T) {
@@ -40,11 +42,41 @@ func TestParseGrants(t *testing.T) {
 			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `u`@`%`",
 			"GRANT ALL PRIVILEGES ON `shop\\_eu`.* TO `u`@`%`",
 		}, "shopxeu", false, "ALTER,CREATE,DELETE,DROP,INSERT,LOCK TABLES,SELECT"},
-		{"table grants only", []string{
+		{"the original's grants only", []string{
 			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `u`@`%`",
 			"GRANT SELECT, INSERT, DELETE, CREATE, DROP, ALTER ON `shop`.`orders` TO `u`@`%`",
 			"GRANT LOCK TABLES ON `shop`.* TO `u`@`%`",
-		}, "shop", false, "ALTER,CREATE,DELETE,DROP,INSERT,SELECT"},
+		}, "shop", false, lackOnArtifacts("ALTER", "CREATE", "DELETE", "DROP", "INSERT", "SELECT")},
+		{"every table granted", append([]string{
+			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `u`@`%`",
+			"GRANT LOCK TABLES ON `shop`.* TO `u`@`%`",
+		}, grantEach("SELECT, INSERT, DELETE, CREATE, DROP, ALTER", "shop", ordersTables)...), "shop", false, ""},
+		{"every table, ALL", append([]string{
+			"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `u`@`%`",
+			"GRANT LOCK TABLES ON `shop`.* TO `u`@`%`",
+		}, grantEach("ALL PRIVILEGES", "shop", ordersTables)...), "shop", false, ""},
+		{"every table but one privilege on one", append([]string{
+			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `u`@`%`",
+			"GRANT LOCK TABLES ON `shop`.* TO `u`@`%`",
+			"GRANT SELECT, INSERT, DELETE, CREATE, ALTER ON `shop`.`_orders_old` TO `u`@`%`",
+		}, grantEach("SELECT, INSERT, DELETE, CREATE, DROP, ALTER", "shop", slices.DeleteFunc(slices.Clone(ordersTables), func(t string) bool { return t == "_orders_old" }))...),
+			"shop", false, "DROP on _orders_old"},
+		{"table grants need LOCK TABLES on the database", grantEach("ALL PRIVILEGES", "shop", ordersTables),
+			"shop", false, "LOCK TABLES,REPLICATION CLIENT,REPLICATION SLAVE"},
+		{"a column privilege is not the table's", append([]string{
+			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `u`@`%`",
+			"GRANT LOCK TABLES ON `shop`.* TO `u`@`%`",
+			"GRANT SELECT (`id`, `v`), INSERT, DELETE, CREATE, DROP, ALTER ON `shop`.`orders` TO `u`@`%`",
+		}, grantEach("SELECT, INSERT, DELETE, CREATE, DROP, ALTER", "shop", ordersTables[1:])...), "shop", false, "SELECT on orders"},
+		{"table grants in another database", append([]string{
+			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `u`@`%`",
+			"GRANT LOCK TABLES ON `shop`.* TO `u`@`%`",
+		}, grantEach("ALL PRIVILEGES", "shop2", ordersTables)...), "shop", false, "ALTER,CREATE,DELETE,DROP,INSERT,SELECT"},
+		{"table grants, names folded", append([]string{
+			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `u`@`%`",
+			"GRANT LOCK TABLES ON `Shop`.* TO `u`@`%`",
+			"GRANT ALL PRIVILEGES ON `Shop`.`ORDERS` TO `u`@`%`",
+		}, grantEach("ALL PRIVILEGES", "shop", ordersTables[1:])...), "shop", true, ""},
 		{"column privilege", []string{
 			"GRANT SELECT (`a`, `b`), INSERT ON `shop`.* TO `u`@`%`",
 		}, "shop", false, "ALTER,CREATE,DELETE,DROP,LOCK TABLES,REPLICATION CLIENT,REPLICATION SLAVE"},
@@ -63,11 +95,41 @@ func TestParseGrants(t *testing.T) {
 		{"routine", []string{"GRANT EXECUTE ON PROCEDURE `shop`.`p` TO `u`@`%`"}, "shop",
 			false, "ALTER,CREATE,DELETE,DROP,INSERT,LOCK TABLES,REPLICATION CLIENT,REPLICATION SLAVE,SELECT"},
 	} {
-		global, onDB := ParseGrants(c.lines, c.db, c.fold)
-		m := MissingPrivileges(global, onDB)
+		g := ParseGrants(c.lines, c.db, c.fold)
+		m := MissingPrivileges(g, ordersTables)
 		slices.Sort(m)
 		if got := strings.Join(m, ","); got != c.missing {
-			t.Errorf("%s: missing %q, want %q (global %v, on the database %v)", c.name, got, c.missing, global, onDB)
+			t.Errorf("%s: missing %q, want %q (grants %+v)", c.name, got, c.missing, g)
 		}
+	}
+}
+
+// ordersTables are the tables a migration of orders touches (tablesTouched
+// on MySQL).
+var ordersTables = []string{"orders", "_orders_new", "_orders_old", "_orders_cutover", "_orders_ckpt", "_orders_hb"}
+
+func grantEach(privs, db string, tables []string) []string {
+	var out []string
+	for _, t := range tables {
+		out = append(out, "GRANT "+privs+" ON `"+db+"`.`"+t+"` TO `u`@`%`")
+	}
+	return out
+}
+
+// lackOnArtifacts is the missing list when privs are granted on orders only.
+func lackOnArtifacts(privs ...string) string {
+	return strings.Join(privs, ", ") + " on " + strings.Join(ordersTables[1:], ", ")
+}
+
+// TestTablesTouched: the tables the privilege check asks grants for are the
+// names the run uses.
+func TestTablesTouched(t *testing.T) {
+	r := &Runner{cfg: Config{Table: "orders"}}
+	if got := r.tablesTouched(); !slices.Equal(got, ordersTables) {
+		t.Errorf("MySQL: %v, want %v", got, ordersTables)
+	}
+	r.vars.Flavor = dbconn.MariaDB
+	if got := r.tablesTouched(); !slices.Equal(got, append(slices.Clone(ordersTables), sentryName("orders"))) {
+		t.Errorf("MariaDB: %v", got)
 	}
 }
