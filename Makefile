@@ -9,6 +9,8 @@ TLS_DIR = $$($(SANDBOX) tls-dir)
 
 MARIADB11_DSN = $$(SLUICE_SANDBOX_PROFILE=mariadb11 $(SANDBOX) env | sed -e "s/^export SLUICE_TEST_DSN='//" -e "s/'$$//")
 MARIADB10_DSN = $$(SLUICE_SANDBOX_PROFILE=mariadb10 $(SANDBOX) env | sed -e "s/^export SLUICE_TEST_DSN='//" -e "s/'$$//")
+MARIADB11_REPLICA_DSNS = $$(SLUICE_SANDBOX_PROFILE=mariadb11 $(SANDBOX) replicas env | sed -e "s/^export SLUICE_TEST_REPLICA_DSNS='//" -e "s/'$$//")
+MARIADB10_REPLICA_DSNS = $$(SLUICE_SANDBOX_PROFILE=mariadb10 $(SANDBOX) replicas env | sed -e "s/^export SLUICE_TEST_REPLICA_DSNS='//" -e "s/'$$//")
 
 .PHONY: all build demo test test-mariadb test-all unit bench bench-ddl bench-mdl sandbox sandbox-alt sandbox-replicas sandbox-mariadb sandbox-down clean
 
@@ -28,13 +30,17 @@ sandbox-alt:
 sandbox-replicas: sandbox
 	@$(SANDBOX) replicas up 1 >/dev/null
 
-## sandbox-mariadb: MariaDB 11.8 (127.0.0.1:13311) and 10.11 (127.0.0.1:13310), each from its own chroot.
+## sandbox-mariadb: MariaDB 11.8 (127.0.0.1:13311) and 10.11 (127.0.0.1:13310), each from its own chroot, each with a replica (13321, 13320).
 sandbox-mariadb:
 	@SLUICE_SANDBOX_PROFILE=mariadb11 $(SANDBOX) up >/dev/null
 	@SLUICE_SANDBOX_PROFILE=mariadb10 $(SANDBOX) up >/dev/null
+	@SLUICE_SANDBOX_PROFILE=mariadb11 $(SANDBOX) replicas up 1 >/dev/null
+	@SLUICE_SANDBOX_PROFILE=mariadb10 $(SANDBOX) replicas up 1 >/dev/null
 
 sandbox-down:
 	@$(SANDBOX) replicas down
+	@SLUICE_SANDBOX_PROFILE=mariadb11 $(SANDBOX) replicas down
+	@SLUICE_SANDBOX_PROFILE=mariadb10 $(SANDBOX) replicas down
 	@$(SANDBOX) down
 	@SLUICE_SANDBOX_PROFILE=alt $(SANDBOX) down
 	@SLUICE_SANDBOX_PROFILE=mariadb11 $(SANDBOX) down
@@ -48,10 +54,10 @@ demo: sandbox build
 test: sandbox sandbox-alt sandbox-replicas
 	SLUICE_TEST_DSN=$(DSN) SLUICE_TEST_ALT_DSN=$(ALT_DSN) SLUICE_TEST_REPLICA_DSNS=$(REPLICA_DSNS) SLUICE_TEST_TLS_DIR=$(TLS_DIR) $(GO) test -race -count=1 -timeout 45m ./...
 
-## test-mariadb: every test against MariaDB 11.8, then 10.11 (the sandbox has no alt server or replicas of MariaDB: those tests skip, saying so).
+## test-mariadb: every test against MariaDB 11.8 and its replica, then 10.11 and its replica (the sandbox has no alt server of MariaDB: those tests skip, saying so).
 test-mariadb: sandbox-mariadb
-	SLUICE_TEST_DSN=$(MARIADB11_DSN) SLUICE_TEST_TLS_DIR=$(TLS_DIR) SLUICE_TEST_NO_EXTRAS="no MariaDB alt server or replicas in the sandbox" $(GO) test -race -count=1 -timeout 45m ./...
-	SLUICE_TEST_DSN=$(MARIADB10_DSN) SLUICE_TEST_TLS_DIR=$(TLS_DIR) SLUICE_TEST_NO_EXTRAS="no MariaDB alt server or replicas in the sandbox" $(GO) test -race -count=1 -timeout 45m ./...
+	SLUICE_TEST_DSN=$(MARIADB11_DSN) SLUICE_TEST_REPLICA_DSNS=$(MARIADB11_REPLICA_DSNS) SLUICE_TEST_TLS_DIR=$(TLS_DIR) SLUICE_TEST_NO_EXTRAS="no MariaDB alt server in the sandbox" $(GO) test -race -count=1 -timeout 45m ./...
+	SLUICE_TEST_DSN=$(MARIADB10_DSN) SLUICE_TEST_REPLICA_DSNS=$(MARIADB10_REPLICA_DSNS) SLUICE_TEST_TLS_DIR=$(TLS_DIR) SLUICE_TEST_NO_EXTRAS="no MariaDB alt server in the sandbox" $(GO) test -race -count=1 -timeout 45m ./...
 
 ## test-all: make test, then make test-mariadb.
 test-all: test test-mariadb

@@ -31,14 +31,7 @@ func openReplica(t *testing.T, c dbconn.Config) *sql.DB {
 // caughtUp waits until the replica has applied everything the primary has.
 func caughtUp(t *testing.T, primary, rep *sql.DB) {
 	t.Helper()
-	var gtids string
-	if err := primary.QueryRow("SELECT @@GLOBAL.gtid_executed").Scan(&gtids); err != nil {
-		t.Fatal(err)
-	}
-	var timedOut int
-	if err := rep.QueryRow("SELECT WAIT_FOR_EXECUTED_GTID_SET(?, 120)", gtids).Scan(&timedOut); err != nil || timedOut != 0 {
-		t.Fatalf("the replica did not catch up within 120s (%v)", err)
-	}
+	testdb.WaitReplicated(t, primary, rep, 2*time.Minute)
 }
 
 // TestReplicaLagPausesCopyAndHoldsCutover: a replica whose SQL thread stops

@@ -16,6 +16,8 @@
 #                               them and delete their datadirs / say how they replicate /
 #                               print the export line (the running replicas)
 #   scripts/sandbox.sh replicas mysql N [args]   the mysql client on replica N
+#   SLUICE_SANDBOX_PROFILE=mariadb11 scripts/sandbox.sh replicas up   a replica of MariaDB 11.8
+#                               on 13321 (mariadb10: of 10.11, on 13320); see below
 #   scripts/sandbox.sh pt-osc ARGS   run pt-online-schema-change from the chroot
 #                               (Percona Toolkit is installed there on first use)
 #
@@ -117,10 +119,10 @@ innodb_redo_log_capacity=64M
 innodb_flush_log_at_trx_commit=2
 sync_binlog=0
 max_connections=200" ;;
-    mariadb11|mariadb10)
+    mariadb11|mariadb10|mariadb11-replica1|mariadb10-replica1)
       FLAVOR=mariadb
       EXTRA=""
-      if [ "$1" = mariadb11 ]; then
+      if [ "${1%-replica1}" = mariadb11 ]; then
         PORT=${SLUICE_SANDBOX_PORT:-13311}
         CHROOT=$ROOT/sid-mariadb
         SUITE=sid
@@ -139,7 +141,27 @@ collation_server=utf8mb4_general_ci"
       RUNDIR=/run/sluice-mariadb
       CNF=/etc/sluice/mariadb.cnf
       DSN_VAR=SLUICE_TEST_DSN
-      BUFFER_POOL=${SLUICE_SANDBOX_BUFFER_POOL:-1G} ;;
+      BUFFER_POOL=${SLUICE_SANDBOX_BUFFER_POOL:-1G}
+      MARIADB_PRIMARY_PORT=$PORT
+      if [ "$1" != "${1%-replica1}" ]; then
+        # A replica of that server, 10 ports up, from the same chroot.
+        PORT=$((PORT + 10))
+        DATADIR=/var/lib/sluice-mariadb-replica1
+        RUNDIR=/run/sluice-mariadb-replica1
+        CNF=/etc/sluice/mariadb-replica1.cnf
+        DSN_VAR=SLUICE_TEST_REPLICA_DSNS
+        SERVER_ID=21
+        BUFFER_POOL=128M
+        EXTRA="$EXTRA
+report_host=127.0.0.1
+report_port=$PORT
+log_slave_updates=ON
+read_only=ON
+relay_log=relay-bin
+relay_log_recovery=ON
+innodb_flush_log_at_trx_commit=2
+sync_binlog=0"
+      fi ;;
     *) echo "sandbox: unknown profile $1 (default, alt, mariadb11 or mariadb10)" >&2; exit 2 ;;
   esac
   if [ "$FLAVOR" = mariadb ]; then
@@ -566,8 +588,116 @@ replicas_env() {
   echo "export SLUICE_TEST_REPLICA_DSNS='$(IFS=,; echo "${dsns[*]}")'"
 }
 
+# --- a replica of a MariaDB server ------------------------------------------
+#
+# SLUICE_SANDBOX_PROFILE=mariadb11 (or mariadb10) scripts/sandbox.sh replicas
+# up|down|reset|status|env: one replica of that server, 10 ports up (13321,
+# 13320), a mariadbd from the same chroot. MariaDB has no clone plugin: the
+# replica starts empty at the primary's current GTID position
+# (MASTER_USE_GTID=slave_pos), so it holds what the primary does from then on:
+# every test creates its own database after it started. A replica that does
+# not replicate, or is an hour behind, is made afresh the same way.
+
+mariadb_primary() { in_chroot mariadb --no-defaults -uroot --socket=/run/sluice-mariadb/mysqld.sock "$@"; }
+
+mariadb_replica_healthy() {
+  local st io sqlt bad=0
+  st=$(mysql_root --vertical -e 'SHOW SLAVE STATUS')
+  if [ "$(field Master_Port <<<"$st")" != "$MARIADB_PRIMARY_PORT" ] || [ "$(field Using_Gtid <<<"$st")" != Slave_Pos ]; then
+    log "$NAME: not replicating from 127.0.0.1:$MARIADB_PRIMARY_PORT"
+    return 1
+  fi
+  mysql_root -e "START SLAVE" 2>/dev/null || { log "$NAME: START SLAVE failed"; return 1; }
+  for _ in $(seq 1 60); do
+    st=$(mysql_root --vertical -e 'SHOW SLAVE STATUS')
+    io=$(field Slave_IO_Running <<<"$st")
+    sqlt=$(field Slave_SQL_Running <<<"$st")
+    [ "$io" = Yes ] && [ "$sqlt" = Yes ] && return 0
+    if [ "$io" = No ] || [ "$sqlt" = No ]; then
+      bad=$((bad + 1))
+      if [ $bad -ge 6 ]; then
+        log "$NAME: replication stopped: IO $io ($(field Last_IO_Error <<<"$st")), SQL $sqlt ($(field Last_SQL_Error <<<"$st"))"
+        return 1
+      fi
+    fi
+    sleep 0.5
+  done
+  log "$NAME: replication threads not running after 30s: IO $io, SQL $sqlt"
+  return 1
+}
+
+# mariadb_replica_fresh: an empty datadir, replicating from the primary's
+# current GTID position.
+mariadb_replica_fresh() {
+  log "$NAME: starting afresh at the primary's current GTID position"
+  stop_server
+  rm -rf "$CHROOT$DATADIR"
+  start_server
+  accounts "SET sql_log_bin = 0;"
+  local pos
+  pos=$(mariadb_primary -N -B -e "SELECT @@GLOBAL.gtid_binlog_pos")
+  mysql_root <<SQL
+STOP SLAVE;
+RESET SLAVE ALL;
+SET GLOBAL gtid_slave_pos = '$pos';
+CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = $MARIADB_PRIMARY_PORT,
+  MASTER_USER = '$REPL_USER', MASTER_PASSWORD = '$REPL_PASSWORD',
+  MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 2;
+START SLAVE;
+SQL
+}
+
+# mariadb_caught_up SECONDS: the replica applied all the primary had when asked.
+mariadb_caught_up() {
+  local want
+  want=$(mariadb_primary -N -B -e "SELECT @@GLOBAL.gtid_binlog_pos")
+  [ "$(mysql_root -N -B -e "SELECT MASTER_GTID_WAIT('$want', $1)" 2>/dev/null)" = 0 ]
+}
+
+mariadb_replicas() {
+  local base=$PROFILE
+  case "${1:-}" in
+    up)
+      [ "${2:-1}" = 1 ] || die "a MariaDB server has one sandbox replica: replicas up 1"
+      (profile "$base"; up >/dev/null)
+      (profile "$base"; mysql_root <<SQL
+CREATE USER IF NOT EXISTS '$REPL_USER'@'127.0.0.1' IDENTIFIED BY '$REPL_PASSWORD';
+GRANT REPLICATION SLAVE ON *.* TO '$REPL_USER'@'127.0.0.1';
+SQL
+)
+      profile "$base-replica1"
+      start_server
+      if ! mariadb_replica_healthy || ! mariadb_caught_up 60; then
+        mariadb_replica_fresh
+        mariadb_replica_healthy || die "$NAME: does not replicate after a fresh start; see $CHROOT$DATADIR/error.log"
+        mariadb_caught_up 60 || die "$NAME: not caught up a minute after a fresh start"
+      fi
+      accounts "SET sql_log_bin = 0;"
+      env_line ;;
+    down) profile "$base-replica1"; stop_server ;;
+    reset) profile "$base-replica1"; stop_server; rm -rf "$CHROOT$DATADIR"; log "replica datadir removed" ;;
+    status)
+      profile "$base-replica1"
+      if running; then
+        local st
+        st=$(mysql_root --vertical -e 'SHOW SLAVE STATUS')
+        echo "$NAME running on 127.0.0.1:$PORT: IO $(field Slave_IO_Running <<<"$st"), SQL $(field Slave_SQL_Running <<<"$st"), $(field Seconds_Behind_Master <<<"$st")s behind"
+      else
+        echo "$NAME stopped"
+      fi ;;
+    env)
+      profile "$base-replica1"
+      if running; then env_line; else echo "export SLUICE_TEST_REPLICA_DSNS=''"; fi ;;
+    mysql) profile "$base-replica1"; shift 2; mysql_root "$@" ;;
+    *) echo "usage: SLUICE_SANDBOX_PROFILE=$base $0 replicas up [1]|down|reset|status|env|mysql 1 [args]" >&2; exit 2 ;;
+  esac
+}
+
 replicas() {
-  [ "$PROFILE" = default ] || die "replicas are the default server's: unset SLUICE_SANDBOX_PROFILE"
+  case "$PROFILE" in
+    mariadb11|mariadb10) mariadb_replicas "$@"; return ;;
+  esac
+  [ "$PROFILE" = default ] || die "replicas are the default server's or a MariaDB one's: unset SLUICE_SANDBOX_PROFILE"
   local i n
   case "${1:-}" in
     up)

@@ -46,8 +46,12 @@ func TestReplicas(t *testing.T) {
 			var id int64
 			var logBin, replicaUpdates int
 			var format, gtidMode string
-			if err := rep.QueryRow("SELECT @@server_id, @@log_bin, @@log_replica_updates, @@binlog_format, @@gtid_mode").
-				Scan(&id, &logBin, &replicaUpdates, &format, &gtidMode); err != nil {
+			q := "SELECT @@server_id, @@log_bin, @@log_replica_updates, @@binlog_format, @@gtid_mode"
+			if db.Flavor == dbconn.MariaDB {
+				// MariaDB always logs GTIDs, and names the setting log_slave_updates.
+				q = "SELECT @@server_id, @@log_bin, @@log_slave_updates, @@binlog_format, 'ON'"
+			}
+			if err := rep.QueryRow(q).Scan(&id, &logBin, &replicaUpdates, &format, &gtidMode); err != nil {
 				t.Fatal(err)
 			}
 			if other, dup := ids[id]; dup {
@@ -82,6 +86,9 @@ func TestReplicas(t *testing.T) {
 func showReplicas(t *testing.T, db *sql.DB) []int {
 	t.Helper()
 	rows, err := db.Query("SHOW REPLICAS")
+	if dbconn.ErrorNumber(err) == 1064 { // MariaDB
+		rows, err = db.Query("SHOW SLAVE HOSTS")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

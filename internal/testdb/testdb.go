@@ -71,9 +71,10 @@ func lookup(t testing.TB, env string) string {
 	return v
 }
 
-// NoExtrasEnv, when set, says why the run has no server but the one of
-// SLUICE_TEST_DSN (the MariaDB runs of make test-all): the tests of the alt
-// server and of replicas are then skipped with that reason, also under CI.
+// NoExtrasEnv, when set, says why the run lacks a server beside the one of
+// SLUICE_TEST_DSN (the MariaDB runs of make test-all have no alt server):
+// the tests of a server whose variable is unset are then skipped with that
+// reason, also under CI.
 const NoExtrasEnv = "SLUICE_TEST_NO_EXTRAS"
 
 // ReplicaEnv is the variable that holds the DSNs of the sandbox's replicas
@@ -105,16 +106,39 @@ func Replicas(t testing.TB) []dbconn.Config {
 }
 
 // WaitReplicated waits until replica has applied every transaction primary
-// has executed now (WAIT_FOR_EXECUTED_GTID_SET), and fails the test when it
-// has not within timeout, saying what the replica lacks and why.
+// has executed now (WAIT_FOR_EXECUTED_GTID_SET; MASTER_GTID_WAIT on
+// MariaDB), and fails the test when it has not within timeout, saying what
+// the replica lacks and why.
 func WaitReplicated(t testing.TB, primary, replica *sql.DB, timeout time.Duration) {
 	t.Helper()
 	ctx := context.Background()
+	flavor, err := dbconn.ReadFlavor(ctx, primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secs := max(1, int(math.Ceil(timeout.Seconds())))
+	if flavor == dbconn.MariaDB {
+		var want string
+		if err := primary.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_binlog_pos").Scan(&want); err != nil {
+			t.Fatalf("read the primary's gtid_binlog_pos: %v", err)
+		}
+		var res int
+		if err := replica.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, ?)", want, secs).Scan(&res); err != nil {
+			t.Fatalf("wait for the replica to apply %s: %v", want, err)
+		}
+		if res == 0 {
+			return
+		}
+		var have, ioErr, sqlErr sql.NullString
+		replica.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_slave_pos").Scan(&have)
+		replica.QueryRowContext(ctx, "SELECT LAST_ERROR_MESSAGE FROM performance_schema.replication_connection_status").Scan(&ioErr)
+		replica.QueryRowContext(ctx, "SELECT LAST_ERROR_MESSAGE FROM performance_schema.replication_applier_status_by_worker").Scan(&sqlErr)
+		t.Fatalf("the replica has applied %s, not %s, within %s (receiver: %q, applier: %q)", have.String, want, timeout, ioErr.String, sqlErr.String)
+	}
 	var want string
 	if err := primary.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_executed").Scan(&want); err != nil {
 		t.Fatalf("read the primary's gtid_executed: %v", err)
 	}
-	secs := max(1, int(math.Ceil(timeout.Seconds())))
 	var timedOut int
 	if err := replica.QueryRowContext(ctx, "SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)", want, secs).Scan(&timedOut); err != nil {
 		t.Fatalf("wait for the replica to apply %s: %v", want, err)
