@@ -45,7 +45,19 @@ func (r *Runner) shadowHasUnique(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return slices.ContainsFunc(schema.SecondaryKeys(ddl), func(k schema.KeyDef) bool { return k.Unique }), nil
+	return slices.ContainsFunc(r.secondaryKeys(ddl), func(k schema.KeyDef) bool { return k.Unique }), nil
+}
+
+// secondaryKeys are the shadow's secondary indexes in its definition ddl,
+// but for the unique index its rows are found by when it has no primary key:
+// that one is the shadow's row key, as the primary key is, and is never
+// dropped or deferred.
+func (r *Runner) secondaryKeys(ddl string) []schema.KeyDef {
+	keys := schema.SecondaryKeys(ddl)
+	if r.shadow != nil && !r.shadow.HasPrimaryKey() {
+		keys = slices.DeleteFunc(keys, func(k schema.KeyDef) bool { return strings.EqualFold(k.Name, r.shadow.KeyIndex) })
+	}
+	return keys
 }
 
 // deferIndexes drops the shadow's secondary indexes (only the unique ones
@@ -56,7 +68,7 @@ func (r *Runner) deferIndexes(ctx context.Context, uniqueOnly bool) error {
 	if err != nil {
 		return err
 	}
-	keys := schema.SecondaryKeys(ddl)
+	keys := r.secondaryKeys(ddl)
 	if uniqueOnly {
 		keys = slices.DeleteFunc(keys, func(k schema.KeyDef) bool { return !k.Unique })
 	}
@@ -82,7 +94,7 @@ func (r *Runner) deferIndexes(ctx context.Context, uniqueOnly bool) error {
 func (r *Runner) dropBuiltUnique(ctx context.Context, have []schema.KeyDef) error {
 	var drops, names []string
 	for _, k := range have {
-		if k.Unique {
+		if k.Unique && !(r.shadow != nil && !r.shadow.HasPrimaryKey() && strings.EqualFold(k.Name, r.shadow.KeyIndex)) {
 			drops = append(drops, "DROP INDEX "+dbconn.QuoteIdent(k.Name))
 			names = append(names, k.Name)
 			r.deferred = append(r.deferred, k)

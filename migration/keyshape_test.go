@@ -81,6 +81,9 @@ type ksShape struct {
 	invisible []bool // INVISIBLE columns, in the order of cols()
 	autoinc   bool   // k0 is AUTO_INCREMENT
 	alt       bool   // on the sandbox's alt server (testdb.AltEnv)
+	// unique: the key is a UNIQUE KEY and the table has no primary key
+	// (sluice then finds rows by that index).
+	unique bool
 }
 
 func (sh *ksShape) keyNames() []string {
@@ -119,7 +122,11 @@ func (sh *ksShape) createTable(name string) string {
 			parts[i] += " DESC"
 		}
 	}
-	ordered = append(ordered, "PRIMARY KEY ("+strings.Join(parts, ", ")+")")
+	if sh.unique {
+		ordered = append(ordered, "UNIQUE KEY `ks_key` ("+strings.Join(parts, ", ")+")")
+	} else {
+		ordered = append(ordered, "PRIMARY KEY ("+strings.Join(parts, ", ")+")")
+	}
 	if sh.index {
 		ordered = append(ordered, "KEY `ks_x` (`x`)")
 	}
@@ -219,7 +226,22 @@ func ksRandomShape(seed uint64) ksShape {
 		// values, so that the counter is not exhausted on both sides.
 		sh.key[0].special = sh.key[0].special[:len(sh.key[0].special)-2]
 	}
+	// A fifth of the shapes have no primary key but a unique key of the same
+	// columns. Drawn from a stream of its own, so that each seed's other
+	// choices stay as they were; a key refused for its type stays primary
+	// (the refusal names the type), and so do the kept seeds' keys.
+	sh.unique = rand.New(rand.NewPCG(seed, 0x756e71)).IntN(5) == 0 &&
+		!slices.ContainsFunc(sh.key, func(ty ksType) bool { return ty.refuse != "" }) && !ksKept(seed)
 	return sh
+}
+
+func ksKept(seed uint64) bool {
+	for _, k := range ksKeptSeeds {
+		if k.seed == seed {
+			return true
+		}
+	}
+	return false
 }
 
 // ksHandShapes are the bug found in rowkey (an empty-string first key part

@@ -510,7 +510,7 @@ func TestMissingPrivilegeNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = r.Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "LOCK TABLES, REPLICATION CLIENT, REPLICATION SLAVE") {
+	if err == nil || !strings.Contains(err.Error(), "LOCK TABLES; REPLICATION CLIENT; REPLICATION SLAVE") {
 		t.Fatalf("got %v", err)
 	}
 	if strings.Contains(err.Error(), "pw-x1") {

@@ -300,7 +300,7 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 	db := r.db
 	switch {
 	case len(t.PrimaryKey) == 0:
-		return preflightErr("table %s has no primary key; sluice needs one to copy in ranges and to find changed rows: add one first", t.Name)
+		return preflightErr("table %s has no primary key, nor a unique index of whole NOT NULL columns; sluice needs one to copy in ranges and to find changed rows: add a primary key first", t.Name)
 	case t.PKPrefix:
 		return preflightErr("table %s's primary key uses a column prefix; sluice needs whole-column keys", t.Name)
 	case t.ForeignKeys > 0:
@@ -314,10 +314,10 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 	}
 	for _, k := range t.PrimaryKey {
 		if r.alter.Dropped[strings.ToLower(k)] {
-			return preflightErr("the ALTER drops primary key column %s; sluice does not support that yet", k)
+			return preflightErr("the ALTER drops column %s of the %s; sluice does not support that yet", k, rowKeyName(t))
 		}
 		if _, ok := r.alter.Renames[strings.ToLower(k)]; ok {
-			return preflightErr("the ALTER renames primary key column %s; sluice does not support that yet", k)
+			return preflightErr("the ALTER renames column %s of the %s; sluice does not support that yet", k, rowKeyName(t))
 		}
 	}
 	if err := r.checkVolatile(); err != nil {
@@ -423,8 +423,8 @@ func (r *Runner) createShadow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !sameKey(r.orig.PrimaryKey, r.shadow.PrimaryKey) {
-		return preflightErr("the ALTER changes the primary key (%s -> %s); sluice does not support that yet",
+	if !sameKey(r.orig.PrimaryKey, r.shadow.PrimaryKey) || r.orig.HasPrimaryKey() != r.shadow.HasPrimaryKey() {
+		return preflightErr("the ALTER changes the %s (%s -> %s); sluice does not support that yet", rowKeyName(r.orig),
 			strings.Join(r.orig.PrimaryKey, ","), strings.Join(r.shadow.PrimaryKey, ","))
 	}
 	if col, from, to := keyCharsetChange(r.orig, r.shadow); col != "" && r.vars.Flavor == dbconn.MariaDB {
@@ -505,6 +505,14 @@ func (r *Runner) shadowReady(ctx context.Context) error {
 	}
 	r.log.Info("shadow table ready", "table", r.names.Shadow, "columns_copied", len(r.mapping.Pairs))
 	return nil
+}
+
+// rowKeyName names the key t's rows are found by, for a message.
+func rowKeyName(t *schema.Table) string {
+	if t.HasPrimaryKey() {
+		return "primary key"
+	}
+	return "unique key " + dbconn.QuoteIdent(t.KeyIndex) + " (the key rows are found by: the table has no primary key)"
 }
 
 func sameKey(a, b []string) bool {

@@ -162,15 +162,15 @@ func Compare(ctx context.Context, conns []*sql.Conn, cfg Config) (Result, error)
 	h := hashes(cfg)
 	res := Result{Compared: h.compared, Skipped: h.skipped}
 	srcQ := "SELECT COUNT(*), COALESCE(BIT_XOR(" + h.src + "), 0) FROM " +
-		cfg.Mapping.Source.Quoted() + " FORCE INDEX (PRIMARY) WHERE "
+		cfg.Mapping.Source.Quoted() + cfg.Mapping.Source.KeyHint() + " WHERE "
 	dstQ := "SELECT COUNT(*), COALESCE(BIT_XOR(" + h.dst + "), 0) FROM " +
-		cfg.Mapping.Target.Quoted() + " FORCE INDEX (PRIMARY) WHERE "
+		cfg.Mapping.Target.Quoted() + cfg.Mapping.Target.KeyHint() + " WHERE "
 
 	var chunks, rows atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	spans := make(chan ranges.Span, len(conns))
 	cutter := &ranges.Cutter{
-		DB: conns[0], Table: cfg.Mapping.Source.Quoted(), Key: cfg.Key,
+		DB: conns[0], Table: cfg.Mapping.Source.Quoted(), Hint: cfg.Mapping.Source.KeyHint(), Key: cfg.Key,
 		Size: func() int { return cfg.ChunkRows }, EstimatedRows: cfg.Mapping.Source.EstimatedRows,
 	}
 	cut := cutter.Run
@@ -193,7 +193,7 @@ func Compare(ctx context.Context, conns []*sql.Conn, cfg Config) (Result, error)
 			table *schema.Table
 			hint  string
 			n     *int64
-		}{{cfg.Mapping.Source, "", &srcTotal}, {cfg.Mapping.Target, " FORCE INDEX (PRIMARY)", &dstTotal}} {
+		}{{cfg.Mapping.Source, "", &srcTotal}, {cfg.Mapping.Target, cfg.Mapping.Target.KeyHint(), &dstTotal}} {
 			if err := conns[0].QueryRowContext(gctx, "SELECT COUNT(*) FROM "+c.table.Quoted()+c.hint).Scan(c.n); err != nil {
 				return fmt.Errorf("checksum: count the rows of %s: %w", c.table.Name, err)
 			}

@@ -140,7 +140,7 @@ func (c *Copier) Run(ctx context.Context) error {
 	cut := make(chan ranges.Span)
 	spans := make(chan span, c.cfg.Workers)
 	c.cutter = &ranges.Cutter{
-		DB: c.cfg.DB, Table: c.cfg.Mapping.Source.Quoted(), Key: c.cfg.Key,
+		DB: c.cfg.DB, Table: c.cfg.Mapping.Source.Quoted(), Hint: c.cfg.Mapping.Source.KeyHint(), Key: c.cfg.Key,
 		Size: c.sizer.Size, EstimatedRows: c.cfg.Mapping.Source.EstimatedRows,
 		Lanes: c.cfg.Workers, Within: c.cfg.Within,
 	}
@@ -224,7 +224,7 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 		}
 		var wait time.Duration
 		switch {
-		case dbconn.ConnectionLost(err) || !lostAt.IsZero() && c.exact && primaryDup(err):
+		case dbconn.ConnectionLost(err) || !lostAt.IsZero() && c.exact && keyDup(err, c.cfg.Mapping.Target.KeyIndex):
 			// A duplicate on the primary key while copying again: the lost
 			// statement was still running and committed after this attempt
 			// cleared the range.

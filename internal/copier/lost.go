@@ -163,11 +163,16 @@ func integer(dataType string) bool {
 	return false
 }
 
-// primaryDup reports whether err is a duplicate on the primary key.
-func primaryDup(err error) bool {
+// keyDup reports whether err is a duplicate on the row key, index (PRIMARY,
+// or a unique index on a table without a primary key). MySQL names the
+// index table.index in the message, MariaDB index alone.
+func keyDup(err error, index string) bool {
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) || me.Number != dbconn.ErrDupEntry {
 		return false
 	}
-	return strings.HasSuffix(me.Message, ".PRIMARY'") || strings.HasSuffix(me.Message, "'PRIMARY'")
+	if index == "" {
+		index = "PRIMARY"
+	}
+	return strings.HasSuffix(me.Message, "."+index+"'") || strings.HasSuffix(me.Message, "'"+index+"'")
 }

@@ -59,7 +59,10 @@ type Querier interface {
 type Cutter struct {
 	DB    Querier
 	Table string // quoted `db`.`table`
-	Key   rowkey.Cols
+	// Hint reads Table by Key's index: " FORCE INDEX (PRIMARY)" when empty
+	// (schema.Table.KeyHint).
+	Hint string
+	Key  rowkey.Cols
 	Size  func() int
 	// EstimatedRows seeds the density of an integer key (0: assume dense).
 	EstimatedRows int64
@@ -128,7 +131,11 @@ func send(ctx context.Context, out chan<- Span, s Span) error {
 
 // keyset walks the key within iv (the whole key when iv has no bounds).
 func (c *Cutter) keyset(ctx context.Context, out chan<- Span, iv Span) error {
-	base := "SELECT " + c.Key.SelectExprs() + " FROM " + c.Table + " FORCE INDEX (PRIMARY) "
+	hint := c.Hint
+	if hint == "" {
+		hint = " FORCE INDEX (PRIMARY)"
+	}
+	base := "SELECT " + c.Key.SelectExprs() + " FROM " + c.Table + hint + " "
 	order := " ORDER BY " + c.Key.OrderBy() + " LIMIT 1 OFFSET ?"
 	last := iv.Lo
 	for {

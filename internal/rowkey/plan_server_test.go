@@ -35,6 +35,11 @@ func TestKeyStatementsUseThePrimaryKey(t *testing.T) {
 			[][]any{{uint64(1), uint64(18000000000000000000)}, {uint64(2), uint64(5)}, {uint64(3), uint64(9)}}},
 		{"k VARCHAR(20) NOT NULL PRIMARY KEY", "CONCAT('k', n)", [][]any{{[]byte("k1")}, {[]byte("k22")}, {[]byte("")}}},
 		{"k DECIMAL(30,10) NOT NULL PRIMARY KEY", "n * 0.5", [][]any{{"0.5"}, {"1500"}, {"-3.25"}}},
+		// No primary key: the rows are found by a unique index of NOT NULL
+		// columns (schema.Table.KeyIndex); a nullable one before it is not it.
+		{"k BIGINT UNSIGNED NOT NULL, UNIQUE KEY uk (k)", "n", [][]any{{uint64(53985)}, {uint64(16788052644000000000)}, {uint64(1)}}},
+		{"z INT NULL, a VARCHAR(20) NOT NULL, b INT NOT NULL, UNIQUE KEY uz (z), UNIQUE KEY uk (a, b)", "n, CONCAT('k', n % 9), n",
+			[][]any{{[]byte("k1"), int64(1)}, {[]byte("k3"), int64(30)}, {[]byte(""), int64(2)}}},
 	}
 	for i, c := range cases {
 		t.Run(c.create, func(t *testing.T) {
@@ -50,6 +55,13 @@ func TestKeyStatementsUseThePrimaryKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			want := "PRIMARY"
+			if strings.Contains(c.create, "UNIQUE KEY uk") {
+				want = "uk"
+			}
+			if tbl.KeyIndex != want {
+				t.Fatalf("the rows are found by %q, want %q", tbl.KeyIndex, want)
+			}
 			keys := make([]rowkey.Key, len(c.keys))
 			for j, k := range c.keys {
 				keys[j] = k
@@ -61,12 +73,12 @@ func TestKeyStatementsUseThePrimaryKey(t *testing.T) {
 				args      []any
 			}{
 				{"the apply's DELETE", "DELETE FROM " + table + " WHERE " + in, args},
-				{"the apply's read", "SELECT * FROM " + table + " FORCE INDEX (PRIMARY) WHERE " + in + lockClause(db), args},
-				{"a range read", "SELECT * FROM " + table + " FORCE INDEX (PRIMARY) WHERE " + gt, gtArgs},
+				{"the apply's read", "SELECT * FROM " + table + tbl.KeyHint() + " WHERE " + in + lockClause(db), args},
+				{"a range read", "SELECT * FROM " + table + tbl.KeyHint() + " WHERE " + gt, gtArgs},
 			} {
 				typ, idx := explain(t, db, q.sql, q.args)
-				if typ == "ALL" || typ == "index" || idx != "PRIMARY" {
-					t.Errorf("%s is planned as %s on %q (want a range on PRIMARY): %s", q.what, typ, idx, q.sql)
+				if typ == "ALL" || typ == "index" || idx != want {
+					t.Errorf("%s is planned as %s on %q (want a range on %s): %s", q.what, typ, idx, want, q.sql)
 				}
 			}
 		})

@@ -108,9 +108,9 @@ func (m *Mapping) SelectColumns() string {
 }
 
 // CopySQL returns "INSERT INTO target (...) SELECT ... FROM source FORCE
-// INDEX (PRIMARY) WHERE " ready for a predicate (and, for the apply's read,
-// a locking clause) to be appended.
+// INDEX (its row key) WHERE " ready for a predicate (and, for the apply's
+// read, a locking clause) to be appended.
 func (m *Mapping) CopySQL() string {
 	return "INSERT INTO " + m.Target.Quoted() + " (" + m.InsertColumns() + ") SELECT " + m.SelectColumns() +
-		" FROM " + m.Source.Quoted() + " FORCE INDEX (PRIMARY) WHERE "
+		" FROM " + m.Source.Quoted() + m.Source.KeyHint() + " WHERE "
 }

@@ -50,7 +50,13 @@ type Table struct {
 	Database   string
 	Name       string
 	Columns    []Column
-	PrimaryKey []string // column names in key order
+	// PrimaryKey names the columns, in key order, of the key rows are found
+	// by: the primary key, or on a table without one the first unique
+	// index of whole NOT NULL columns (KeyIndex says which).
+	PrimaryKey []string
+	// KeyIndex is PrimaryKey's index: "PRIMARY", a unique index's name, or
+	// "" when the table has neither.
+	KeyIndex string
 	// PKPrefix is true when some primary key part is a column prefix.
 	PKPrefix      bool
 	ForeignKeys   int // constraints on this table or referencing it
@@ -216,6 +222,11 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 	}
 	if err := krows.Err(); err != nil {
 		return nil, fmt.Errorf("read primary key of %s.%s: %w", database, name, err)
+	}
+	if len(t.PrimaryKey) > 0 {
+		t.KeyIndex = "PRIMARY"
+	} else if t.KeyIndex, t.PrimaryKey, err = uniqueRowKey(ctx, db, t); err != nil {
+		return nil, err
 	}
 
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE
