@@ -63,7 +63,7 @@ type Cutter struct {
 	// (schema.Table.KeyHint).
 	Hint string
 	Key  rowkey.Cols
-	Size  func() int
+	Size func() int
 	// EstimatedRows seeds the density of an integer key (0: assume dense).
 	EstimatedRows int64
 	// Lanes, if above 1, splits a single integer key of a large enough

@@ -47,9 +47,9 @@ type Index struct {
 
 // Table is a base table's definition.
 type Table struct {
-	Database   string
-	Name       string
-	Columns    []Column
+	Database string
+	Name     string
+	Columns  []Column
 	// PrimaryKey names the columns, in key order, of the key rows are found
 	// by: the primary key, or on a table without one the first unique
 	// index of whole NOT NULL columns (KeyIndex says which).
