@@ -154,8 +154,8 @@ func showGrants(ctx context.Context, db *sql.DB, q string) ([]string, error) {
 
 // ParseGrants reads SHOW GRANTS lines into the privileges granted on every
 // database (ON *.*), on database (ON `db`.*, the name a LIKE pattern as the
-// server reads it) and on its tables (ON `db`.`t`; a privilege on some
-// columns only is left out); fold: names compared without case, tables
+// server reads it) and on its tables (ON `db`.`t`); a privilege on some
+// columns only is left out; fold: names compared without case, tables
 // keyed in lower case. Grants of roles (no ON) and on routines are left
 // out, and a partial revoke on the database (REVOKE ... ON `db`.*, with
 // partial_revokes) takes its privileges out of the global and database
@@ -202,42 +202,13 @@ func ParseGrants(lines []string, database string, fold bool) Grants {
 			if fold {
 				table = strings.ToLower(table)
 			}
-			onTable[table] = append(onTable[table], tablePrivileges(privs)...)
+			onTable[table] = append(onTable[table], list...)
 		}
 	}
 	if len(revoked) > 0 {
 		global, onDB = withoutPrivileges(global, revoked), withoutPrivileges(onDB, revoked)
 	}
 	return Grants{Global: global, OnDB: onDB, OnTable: onTable}
-}
-
-// tablePrivileges is splitPrivileges without the privileges granted on some
-// columns only ("SELECT (a, b)").
-func tablePrivileges(privs string) []string {
-	var out []string
-	depth, start, cols := 0, 0, false
-	add := func(p string) {
-		if p = strings.ToUpper(strings.TrimSpace(p)); p != "" && !cols {
-			out = append(out, p)
-		}
-		cols = false
-	}
-	for i := 0; i < len(privs); i++ {
-		switch privs[i] {
-		case '(':
-			depth++
-			cols = true
-		case ')':
-			depth--
-		case ',':
-			if depth == 0 {
-				add(privs[start:i])
-				start = i + 1
-			}
-		}
-	}
-	add(privs[start:])
-	return out
 }
 
 // withoutPrivileges drops from list what revoked names, ALL PRIVILEGES
@@ -272,22 +243,22 @@ func cutOutsideQuotes(s, sep string) (before, after string, ok bool) {
 }
 
 // splitPrivileges splits "SELECT, INSERT (a, b), BINLOG MONITOR" at the
-// commas outside parentheses; a column list is dropped with its parentheses.
+// commas outside parentheses, leaving out a privilege granted on some
+// columns only (it does not grant the table).
 func splitPrivileges(s string) []string {
 	var out []string
-	depth, start := 0, 0
+	depth, start, cols := 0, 0, false
 	add := func(p string) {
-		if i := strings.IndexByte(p, '('); i >= 0 {
-			p = p[:i]
-		}
-		if p = strings.ToUpper(strings.TrimSpace(p)); p != "" {
+		if p = strings.ToUpper(strings.TrimSpace(p)); p != "" && !cols {
 			out = append(out, p)
 		}
+		cols = false
 	}
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
 		case '(':
 			depth++
+			cols = true
 		case ')':
 			depth--
 		case ',':
