@@ -475,7 +475,7 @@ field() { awk -v k="$1" '{n = $0; sub(/^ +/, "", n); sub(/: .*$|:$/, "", n)} n =
 # auto-position, has no transaction the primary has not (its own aside), and
 # both replication threads run.
 replica_healthy() {
-  local conf mine theirs ok st io sqlt bad=0
+  local conf mine theirs ok
   conf=$(mysql_root -N -B -e "SELECT CONCAT(HOST, ':', PORT, ':', USER, ':', AUTO_POSITION)
     FROM performance_schema.replication_connection_configuration WHERE CHANNEL_NAME = ''")
   if [ "$conf" != "127.0.0.1:$PRIMARY_PORT:$REPL_USER:1" ]; then
@@ -497,10 +497,18 @@ replica_healthy() {
     sleep 1
   done
   mysql_root -e "START REPLICA" 2>/dev/null || { log "$NAME: START REPLICA failed"; return 1; }
+  threads_running "SHOW REPLICA STATUS" Replica
+}
+
+# threads_running STATEMENT WORD: both replication threads of this replica
+# run within 30 s, as STATEMENT (SHOW REPLICA STATUS, or SHOW SLAVE STATUS on
+# MariaDB) says in its fields WORD_IO_Running and WORD_SQL_Running.
+threads_running() {
+  local st io sqlt bad=0
   for _ in $(seq 1 60); do
-    st=$(replica_status)
-    io=$(field Replica_IO_Running <<<"$st")
-    sqlt=$(field Replica_SQL_Running <<<"$st")
+    st=$(mysql_root --vertical -e "$1")
+    io=$(field "$2_IO_Running" <<<"$st")
+    sqlt=$(field "$2_SQL_Running" <<<"$st")
     [ "$io" = Yes ] && [ "$sqlt" = Yes ] && return 0
     if [ "$io" = No ] || [ "$sqlt" = No ]; then
       bad=$((bad + 1))
@@ -601,29 +609,14 @@ replicas_env() {
 mariadb_primary() { in_chroot mariadb --no-defaults -uroot --socket=/run/sluice-mariadb/mysqld.sock "$@"; }
 
 mariadb_replica_healthy() {
-  local st io sqlt bad=0
+  local st
   st=$(mysql_root --vertical -e 'SHOW SLAVE STATUS')
   if [ "$(field Master_Port <<<"$st")" != "$MARIADB_PRIMARY_PORT" ] || [ "$(field Using_Gtid <<<"$st")" != Slave_Pos ]; then
     log "$NAME: not replicating from 127.0.0.1:$MARIADB_PRIMARY_PORT"
     return 1
   fi
   mysql_root -e "START SLAVE" 2>/dev/null || { log "$NAME: START SLAVE failed"; return 1; }
-  for _ in $(seq 1 60); do
-    st=$(mysql_root --vertical -e 'SHOW SLAVE STATUS')
-    io=$(field Slave_IO_Running <<<"$st")
-    sqlt=$(field Slave_SQL_Running <<<"$st")
-    [ "$io" = Yes ] && [ "$sqlt" = Yes ] && return 0
-    if [ "$io" = No ] || [ "$sqlt" = No ]; then
-      bad=$((bad + 1))
-      if [ $bad -ge 6 ]; then
-        log "$NAME: replication stopped: IO $io ($(field Last_IO_Error <<<"$st")), SQL $sqlt ($(field Last_SQL_Error <<<"$st"))"
-        return 1
-      fi
-    fi
-    sleep 0.5
-  done
-  log "$NAME: replication threads not running after 30s: IO $io, SQL $sqlt"
-  return 1
+  threads_running "SHOW SLAVE STATUS" Slave
 }
 
 # mariadb_replica_fresh: an empty datadir, replicating from the primary's
