@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/throttle"
 )
 
 // cutover swaps the tables: under LOCK TABLES on both, it drains the last
@@ -22,11 +23,10 @@ func (r *Runner) cutover(ctx context.Context) error {
 	if err := r.waitReplicas(ctx); err != nil {
 		return fmt.Errorf("cut-over: %w", err)
 	}
-	// The signals once more, not a tick later: a panic file the operator
-	// made (or a critical load) while the last chunks were copied stops the
-	// run before the swap.
-	if err := r.throttle.Check(ctx); err != nil {
-		return fmt.Errorf("cut-over: %w", err)
+	// The panic file once more, not a tick later: one the operator made
+	// while the last chunks were copied stops the run before the swap.
+	if why := r.throttle.Panicked(); why != "" {
+		return fmt.Errorf("cut-over: %w: %s", throttle.ErrAbort, why)
 	}
 	if r.cfg.DropOld {
 		// A run that dies between the swap and the drop leaves it to the

@@ -305,6 +305,15 @@ func (t *Throttler) Check(ctx context.Context) error {
 	return nil
 }
 
+// Panicked says why the migration must stop now because the panic flag
+// file exists, or "". It reads the file only, and is safe beside Run.
+func (t *Throttler) Panicked() string {
+	if exists(t.cfg.PanicFile) {
+		return "the panic flag file " + t.cfg.PanicFile + " exists"
+	}
+	return ""
+}
+
 // Run checks the signals every Interval until ctx is done or Check returns
 // an error, which it returns.
 func (t *Throttler) Run(ctx context.Context) error {
