@@ -254,6 +254,8 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 	}
 	if r.resume != nil {
 		pos = r.resume.position()
+	} else if err := r.waitPreparedXA(ctx); err != nil {
+		return err // before the copy: see xa.go
 	}
 	tlsConf, err := r.cfg.Conn.TLS()
 	if err != nil {

@@ -90,8 +90,9 @@ type Streamer struct {
 	// CRC32, as its format description says.
 	checksum bool
 	// inTx: an event of a transaction was read and its end was not;
-	// inBegin: the transaction began with BEGIN (or XA START).
-	inTx, inBegin bool
+	// inBegin: the transaction began with BEGIN (or XA START); inXA: with
+	// XA START.
+	inTx, inBegin, inXA bool
 	lostAt        time.Time // when the connection was lost; zero while events flow
 	attempts      int       // reconnect attempts since lostAt
 
@@ -197,7 +198,7 @@ func (s *Streamer) run(ctx context.Context, stream *replication.BinlogStreamer) 
 // when the connection broke) or an event stops the streamer.
 func (s *Streamer) read(ctx context.Context, stream *replication.BinlogStreamer) error {
 	file := s.Position().File
-	s.inTx, s.inBegin = false, false // a connection starts at a transaction's edge
+	s.inTx, s.inBegin, s.inXA = false, false, false // a connection starts at a transaction's edge
 	for {
 		ev, err := stream.GetEvent(ctx)
 		if err != nil {
@@ -214,7 +215,7 @@ func (s *Streamer) read(ctx context.Context, stream *replication.BinlogStreamer)
 		case *replication.RotateEvent:
 			// Also the first event of each connection, naming its start.
 			file = string(e.NextLogName)
-			s.inTx, s.inBegin = false, false
+			s.inTx, s.inBegin, s.inXA = false, false, false
 			s.advance(Position{File: file, Pos: uint32(e.Position)}, ts)
 			continue
 		case *replication.FormatDescriptionEvent:
@@ -235,6 +236,10 @@ func (s *Streamer) read(ctx context.Context, stream *replication.BinlogStreamer)
 	}
 }
 
+// mariadbPreparedXA flags a MariaDB GTID event that starts the part of an XA
+// transaction logged at its XA PREPARE (FL_PREPARED_XA).
+const mariadbPreparedXA = 64
+
 func binlogFlavor(f dbconn.Flavor) string {
 	if f == dbconn.MariaDB {
 		return mysql.MariaDBFlavor
@@ -251,25 +256,28 @@ func binlogFlavor(f dbconn.Flavor) string {
 func (s *Streamer) endsTx(ev *replication.BinlogEvent) bool {
 	switch e := ev.Event.(type) {
 	case *replication.XIDEvent, *replication.TransactionPayloadEvent:
-		s.inTx, s.inBegin = false, false
+		s.inTx, s.inBegin, s.inXA = false, false, false
 		return true
 	case *replication.QueryEvent:
 		q := strings.TrimSpace(string(e.Query[:min(len(e.Query), 64)]))
 		switch {
-		case strings.EqualFold(q, "BEGIN") || len(q) >= 8 && strings.EqualFold(q[:8], "XA START"):
+		case strings.EqualFold(q, "BEGIN"):
 			s.inTx, s.inBegin = true, true
+			return false
+		case len(q) >= 8 && strings.EqualFold(q[:8], "XA START"):
+			s.inTx, s.inBegin, s.inXA = true, true, true
 			return false
 		case strings.EqualFold(q, "COMMIT") || strings.EqualFold(q, "ROLLBACK"):
 		case s.inBegin:
 			return false // a statement inside BEGIN ... COMMIT
 		}
-		s.inTx, s.inBegin = false, false
+		s.inTx, s.inBegin, s.inXA = false, false, false
 		return true
 	case *replication.MariadbGTIDEvent:
 		// A MariaDB transaction starts here; one flagged standalone (a DDL,
 		// XA COMMIT or ROLLBACK) is its one statement, any other ends with
 		// its XID event, COMMIT, ROLLBACK or XA PREPARE.
-		s.inTx, s.inBegin = true, !e.IsStandalone()
+		s.inTx, s.inBegin, s.inXA = true, !e.IsStandalone(), e.Flags&mariadbPreparedXA != 0
 		return false
 	case *replication.FormatDescriptionEvent, *replication.PreviousGTIDsEvent, *replication.HeartbeatEvent,
 		*replication.MariadbGTIDListEvent, *replication.MariadbBinlogCheckPointEvent:
@@ -277,7 +285,7 @@ func (s *Streamer) endsTx(ev *replication.BinlogEvent) bool {
 	}
 	switch ev.Header.EventType {
 	case replication.XA_PREPARE_LOG_EVENT:
-		s.inTx, s.inBegin = false, false
+		s.inTx, s.inBegin, s.inXA = false, false, false
 		return true
 	case replication.STOP_EVENT:
 		return !s.inTx
@@ -338,7 +346,7 @@ func (s *Streamer) handleRows(typ replication.EventType, e *replication.RowsEven
 	present := make([]bool, 0, len(e.Rows))
 	for i, row := range e.Rows {
 		if update && i%2 == 1 && s.keySkipped(e, i) {
-			present[len(present)-1] = true // the before image's key, unchanged
+			present[len(present)-1] = !s.inXA // the before image's key, unchanged
 			continue
 		}
 		k, err := s.cfg.Key.FromBinlog(row)
@@ -347,8 +355,10 @@ func (s *Streamer) handleRows(typ replication.EventType, e *replication.RowsEven
 		}
 		keys = append(keys, k)
 		// An update's before image is the row's old key: gone unless its
-		// after image (next, and later in order) names the same key.
-		present = append(present, !del && !(update && i%2 == 0))
+		// after image (next, and later in order) names the same key. The
+		// rows of an XA transaction are logged when it is prepared, before
+		// it commits or rolls back, so whether they exist is not known.
+		present = append(present, !s.inXA && !del && !(update && i%2 == 0))
 	}
 	s.cfg.Sink.Add(keys...)
 	if p, ok := s.cfg.Sink.(PresenceSink); ok {

@@ -18,10 +18,29 @@ import (
 	"github.com/sluicedb/sluice/internal/testdb"
 )
 
-// collector is a Sink that remembers every key it was given, in order.
+// collector is a Sink that remembers every key it was given, in order, and
+// (a PresenceSink) whether each row is said to exist after its change.
 type collector struct {
-	mu   sync.Mutex
-	keys []string
+	mu      sync.Mutex
+	keys    []string
+	present []string // "key:true" or "key:false"
+}
+
+func (c *collector) Present(keys []rowkey.Key, present []bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, k := range keys {
+		c.present = append(c.present, fmt.Sprint(k...)+":"+fmt.Sprint(present[i]))
+	}
+}
+
+// takePresent returns the presences received so far and forgets them.
+func (c *collector) takePresent() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.present
+	c.present = nil
+	return out
 }
 
 func (c *collector) Add(keys ...rowkey.Key) {

@@ -1,6 +1,7 @@
 package binlog_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/sluicedb/sluice/internal/testdb"
@@ -10,7 +11,9 @@ import (
 // prepared (that is when the server logs them), and the position moves past
 // each part of it, so that WaitFor returns after a prepare, a commit, a
 // one-phase commit and a rollback alike. MariaDB 10.11 ends the stream of a
-// reader that does not take its GTID events as they are.
+// reader that does not take its GTID events as they are. Whether the rows of
+// an XA transaction exist after it is not known when they are logged (it may
+// still roll back), so they are never said to be present.
 func TestXATransactions(t *testing.T) {
 	db := testdb.New(t)
 	s, sink := capture(t, db, "t")
@@ -27,6 +30,7 @@ func TestXATransactions(t *testing.T) {
 	run(t, conn, "XA START "+xid("a"), "INSERT INTO t VALUES (1, 'a')", "XA END "+xid("a"), "XA PREPARE "+xid("a"))
 	caughtUp(t, db, s)
 	expectKeys(t, "prepared", sink, 1)
+	expectPresent(t, "prepared", sink, "1:false")
 	run(t, conn, "XA COMMIT "+xid("a"))
 	caughtUp(t, db, s)
 	expectKeys(t, "committed", sink)
@@ -34,15 +38,26 @@ func TestXATransactions(t *testing.T) {
 	run(t, conn, "XA START "+xid("b"), "UPDATE t SET v = 'b' WHERE id = 1", "INSERT INTO t VALUES (2, 'b')", "XA END "+xid("b"), "XA COMMIT "+xid("b")+" ONE PHASE")
 	caughtUp(t, db, s)
 	expectKeys(t, "one phase", sink, 1, 1, 2) // the update logs both images
+	expectPresent(t, "one phase", sink, "1:false", "1:false", "2:false")
 
 	run(t, conn, "XA START "+xid("c"), "INSERT INTO t VALUES (3, 'c')", "XA END "+xid("c"), "XA PREPARE "+xid("c"), "XA ROLLBACK "+xid("c"))
 	caughtUp(t, db, s)
 	expectKeys(t, "rolled back after prepare", sink, 3)
+	expectPresent(t, "rolled back after prepare", sink, "3:false")
 
 	run(t, conn, "INSERT INTO t VALUES (4, 'd')")
 	caughtUp(t, db, s)
 	expectKeys(t, "after", sink, 4)
+	expectPresent(t, "after", sink, "4:true")
 	if err := s.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// expectPresent checks the presences the sink received since the last call.
+func expectPresent(t *testing.T, what string, sink *collector, want ...string) {
+	t.Helper()
+	if got := sink.takePresent(); !slices.Equal(got, want) {
+		t.Errorf("%s: presence %v, want %v", what, got, want)
 	}
 }
