@@ -93,8 +93,8 @@ type Streamer struct {
 	// inBegin: the transaction began with BEGIN (or XA START); inXA: with
 	// XA START.
 	inTx, inBegin, inXA bool
-	lostAt        time.Time // when the connection was lost; zero while events flow
-	attempts      int       // reconnect attempts since lostAt
+	lostAt              time.Time // when the connection was lost; zero while events flow
+	attempts            int       // reconnect attempts since lostAt
 
 	connID atomic.Uint32 // the server's id of the current connection, 0 while none
 
