@@ -39,13 +39,14 @@ func keepPlainIndexes(keep, deferThem, replicasWatched bool) bool {
 }
 
 // shadowHasUnique says whether the shadow has a unique secondary index now
-// (one kept during the copy).
+// (one kept during the copy), or a new primary key that rows of the original
+// may collide in.
 func (r *Runner) shadowHasUnique(ctx context.Context) (bool, error) {
 	ddl, err := schema.ShowCreate(ctx, r.db, r.cfg.Database, r.names.Shadow)
 	if err != nil {
 		return false, err
 	}
-	return slices.ContainsFunc(r.secondaryKeys(ddl), func(k schema.KeyDef) bool { return k.Unique }), nil
+	return r.newPKCollides || slices.ContainsFunc(r.secondaryKeys(ddl), func(k schema.KeyDef) bool { return k.Unique }), nil
 }
 
 // secondaryKeys are the shadow's secondary indexes in its definition ddl,

@@ -307,8 +307,8 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 		return preflightErr("table %s has foreign keys (or is referenced by them); sluice does not migrate such tables yet", t.Name)
 	case t.Triggers > 0:
 		return preflightErr("table %s has triggers; sluice does not migrate such tables yet", t.Name)
-	case r.alter.ChangesPrimaryKey:
-		return preflightErr("the ALTER changes the primary key; sluice does not support that yet")
+	case r.alter.ChangesPrimaryKey && !t.HasPrimaryKey():
+		return preflightErr("the ALTER changes the primary key of a table whose rows are found by its %s; sluice does not support that yet", rowKeyName(t))
 	case r.alter.AddsForeignKey:
 		return preflightErr("the ALTER adds a foreign key; sluice does not migrate tables with foreign keys yet: run this ALTER natively")
 	}
@@ -423,9 +423,8 @@ func (r *Runner) createShadow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !sameKey(r.orig.PrimaryKey, r.shadow.PrimaryKey) || r.orig.HasPrimaryKey() != r.shadow.HasPrimaryKey() {
-		return preflightErr("the ALTER changes the %s (%s -> %s); sluice does not support that yet", rowKeyName(r.orig),
-			strings.Join(r.orig.PrimaryKey, ","), strings.Join(r.shadow.PrimaryKey, ","))
+	if err := r.shadowRowKey(ctx); err != nil {
+		return err
 	}
 	if col, from, to := keyCharsetChange(r.orig, r.shadow); col != "" && r.vars.Flavor == dbconn.MariaDB {
 		// The new table's rows are found by the original's key values in

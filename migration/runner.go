@@ -68,6 +68,9 @@ type Runner struct {
 	sentry string
 	// copyHeld: the apply is held (Scheduler.Hold) until the catch-up.
 	copyHeld bool
+	// newPKCollides: the ALTER gives the new table a primary key that two
+	// rows of the original may share (rowkey.go).
+	newPKCollides bool
 	// checksummed: the checksum ran beside the index build.
 	checksummed bool
 	swapped     atomic.Bool

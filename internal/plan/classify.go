@@ -7,6 +7,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -89,6 +90,7 @@ type clause struct {
 	table  *schema.Table
 	srv    Server
 	alone  bool // the ALTER's only clause
+	addsPK bool // the ALTER adds a primary key
 }
 
 // rule is one row of the rule table: the first rule whose kind and test match
@@ -171,6 +173,8 @@ var rules = []rule{
 		"a functional index adds a hidden column, which the server does not do while writes go on", true},
 	{"add-index", "add-index", always, Inplace, "a secondary index builds in place while writes go on", true},
 	{"add-primary-key", "add-primary-key", always, Rebuild, "a new primary key rebuilds the table", false},
+	{"drop-primary-key-replaced", "drop-primary-key", func(c clause) bool { return c.addsPK }, Rebuild,
+		"dropping the primary key and adding another in the same ALTER rebuilds the table in place", false},
 	{"drop-primary-key", "drop-primary-key", always, Copy, "dropping the primary key without adding one needs a copy", false},
 	{"drop-index", "drop-index", always, Inplace, "dropping a secondary index is only metadata", false},
 	{"rename-index", "rename-index", always, Inplace, "renaming an index is only metadata", false},
@@ -206,9 +210,10 @@ func Classify(t *schema.Table, a *ddl.Alter, srv Server) []Step {
 	for _, spec := range a.Specs {
 		cs = append(cs, clausesOf(spec, t, srv)...)
 	}
+	addsPK := slices.ContainsFunc(cs, func(c clause) bool { return c.kind == "add-primary-key" })
 	var out []Step
 	for _, c := range cs {
-		c.alone = len(cs) == 1
+		c.alone, c.addsPK = len(cs) == 1, addsPK
 		out = append(out, classify(c))
 	}
 	if Worst(out) > Instant {

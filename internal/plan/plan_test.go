@@ -166,6 +166,28 @@ func TestRisks(t *testing.T) {
 	}
 }
 
+// A new primary key: NULLs in its columns would fail the copy, and values
+// repeat unless it holds every column of the current key.
+func TestPrimaryKeyRisks(t *testing.T) {
+	for _, c := range []struct{ alter, want string }{
+		{"DROP PRIMARY KEY, ADD PRIMARY KEY (id, k)", ""},
+		{"DROP PRIMARY KEY, ADD PRIMARY KEY (K, ID)", ""},
+		{"DROP PRIMARY KEY, ADD PRIMARY KEY (id, note)", "not-null"},
+		{"DROP PRIMARY KEY, ADD PRIMARY KEY (k)", "unique-key"},
+		{"DROP PRIMARY KEY, ADD PRIMARY KEY (c, note)", "not-null,unique-key"},
+	} {
+		rs := Risks(sbtest(), mustParse(t, c.alter))
+		if got := strings.Join(Kinds(rs), ","); got != c.want {
+			t.Errorf("%s: risks %q, want %q (%+v)", c.alter, got, c.want, rs)
+		}
+		for _, r := range rs {
+			if r.Query == "" {
+				t.Errorf("%s: %s has no count query", c.alter, r.Kind)
+			}
+		}
+	}
+}
+
 func TestCopyEstimateCountsWorkersUpToCPUs(t *testing.T) {
 	srv := Server{Major: 9, Minor: 7, Patch: 4}
 	a := mustParse(t, "MODIFY k BIGINT NOT NULL DEFAULT 0")

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/big"
+	"slices"
 	"sort"
 	"strings"
 
@@ -129,7 +130,8 @@ func Risks(t *schema.Table, a *ddl.Alter) []Risk {
 				out = append(out, uniqueRisk(t, "on "+old.Name, []string{old.Name}))
 			}
 		case ast.AlterTableAddConstraint:
-			if !isUnique(spec.Constraint.Tp) {
+			pk := spec.Constraint.Tp == ast.ConstraintPrimaryKey
+			if !isUnique(spec.Constraint.Tp) && !pk {
 				continue
 			}
 			var cols []string
@@ -139,6 +141,10 @@ func Risks(t *schema.Table, a *ddl.Alter) []Risk {
 					break
 				}
 				cols = append(cols, k.Column.Name.O)
+			}
+			if pk {
+				out = append(out, primaryKeyRisks(t, cols)...)
+				continue
 			}
 			label := spec.Constraint.Name
 			if label == "" {
@@ -165,6 +171,32 @@ func Risks(t *schema.Table, a *ddl.Alter) []Risk {
 func renameRisk(from, to string) Risk {
 	return Risk{Kind: RiskRenameColumn, Column: from, Count: -1,
 		Detail: fmt.Sprintf("renames column %s to %s: queries that name %s will fail", from, to, from)}
+}
+
+// primaryKeyRisks are those of a new primary key on cols: each column that
+// may be NULL becomes NOT NULL, and values may repeat unless the key holds
+// every column of the table's current row key (then rows distinct by it stay
+// distinct).
+func primaryKeyRisks(t *schema.Table, cols []string) []Risk {
+	var out []Risk
+	for _, name := range cols {
+		if c, ok := t.Column(name); ok && c.Nullable && !c.Generated {
+			q := dbconn.QuoteIdent(c.Name)
+			out = append(out, Risk{Kind: RiskNotNull, Column: c.Name, Detail: "makes " + c.Name + " NOT NULL (a primary-key column)",
+				Query: "SELECT COUNT(*) FROM " + t.Quoted() + " WHERE " + q + " IS NULL", CountWhat: "rows hold NULL there, which would fail the copy"})
+		}
+	}
+	covers := len(t.PrimaryKey) > 0 && len(cols) > 0
+	for _, k := range t.PrimaryKey {
+		covers = covers && slices.ContainsFunc(cols, func(c string) bool { return strings.EqualFold(c, k) })
+	}
+	if !covers {
+		r := uniqueRisk(t, "("+strings.Join(cols, ", ")+")", cols)
+		r.Detail = "adds PRIMARY KEY (" + strings.Join(cols, ", ") + "), which does not hold every column of the current key (" +
+			strings.Join(t.PrimaryKey, ", ") + "): a duplicate stops the migration (no row is dropped)"
+		out = append(out, r)
+	}
+	return out
 }
 
 // uniqueRisk counts the key values held by more than one row (rows with a

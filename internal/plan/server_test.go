@@ -100,6 +100,9 @@ const (
 )
 
 var ruleCases = []ruleCase{
+	{"plain", "DROP PRIMARY KEY", "drop-primary-key", 0, ""},
+	{"plain", "DROP PRIMARY KEY, ADD PRIMARY KEY (id, a)", "drop-primary-key-replaced", 0, ""},
+	{"plain", "DROP PRIMARY KEY, ADD PRIMARY KEY (a, id)", "add-primary-key", 0, ""},
 	{"plain", "ADD COLUMN n INT NOT NULL AUTO_INCREMENT, ADD UNIQUE KEY kn (n)", "add-column-auto-increment", 0, ""},
 	{"main", "ADD COLUMN n INT UNIQUE", "add-column-with-key", 0, ""},
 	{"main", "ADD COLUMN n INT AS (a + 5) STORED", "add-column-stored", 0, ""},
@@ -194,7 +197,7 @@ var ruleCases = []ruleCase{
 // catch-all for clauses sluice has no rule for.
 var untestable = map[string]bool{
 	"add-column-old-server": true, "drop-column-old-server": true, "rename-column-old-server": true,
-	"other": true, "engine-other": true, "add-primary-key": true, "drop-primary-key": true, "add-foreign-key": true,
+	"other": true, "engine-other": true, "add-foreign-key": true,
 }
 
 // conservative are the rules that may say copy where the server would

@@ -9,20 +9,28 @@ import (
 	"github.com/sluicedb/sluice/internal/dbconn"
 )
 
-// uniqueRowKey finds, on a table without a primary key, the unique index its
-// rows are found by: the first, in the server's own order of keys (SHOW
-// INDEX), whose every part is a whole column declared NOT NULL. InnoDB
-// clusters such a table on that index, so ranges of it are read in order.
-// It returns "" and no columns when there is none.
-func uniqueRowKey(ctx context.Context, db *sql.DB, t *Table) (string, []string, error) {
+// index is one index of a table as SHOW INDEX lists it.
+type index struct {
+	name   string
+	unique bool
+	// cols are its parts' columns, in key order; whole is false when a part
+	// is an expression or a column prefix, notNull when a part's column may
+	// be NULL (either way cols stops before that part).
+	cols           []string
+	whole, notNull bool
+}
+
+// indexes reads t's indexes, in the server's own order (the primary key
+// first).
+func indexes(ctx context.Context, db *sql.DB, t *Table) ([]*index, error) {
 	rows, err := db.QueryContext(ctx, "SHOW INDEX FROM "+t.Quoted())
 	if err != nil {
-		return "", nil, fmt.Errorf("read the indexes of %s: %w", t.Quoted(), err)
+		return nil, fmt.Errorf("read the indexes of %s: %w", t.Quoted(), err)
 	}
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	at := map[string]int{}
 	for i, c := range cols {
@@ -30,15 +38,10 @@ func uniqueRowKey(ctx context.Context, db *sql.DB, t *Table) (string, []string, 
 	}
 	for _, c := range []string{"non_unique", "key_name", "column_name", "sub_part", "null"} {
 		if _, ok := at[c]; !ok {
-			return "", nil, fmt.Errorf("read the indexes of %s: SHOW INDEX has no %s column", t.Quoted(), c)
+			return nil, fmt.Errorf("read the indexes of %s: SHOW INDEX has no %s column", t.Quoted(), c)
 		}
 	}
-	type key struct {
-		name   string
-		cols   []string
-		usable bool
-	}
-	var keys []*key
+	var out []*index
 	for rows.Next() {
 		vals := make([]sql.NullString, len(cols))
 		ptrs := make([]any, len(cols))
@@ -46,33 +49,73 @@ func uniqueRowKey(ctx context.Context, db *sql.DB, t *Table) (string, []string, 
 			ptrs[i] = &vals[i]
 		}
 		if err := rows.Scan(ptrs...); err != nil {
-			return "", nil, fmt.Errorf("read the indexes of %s: %w", t.Quoted(), err)
+			return nil, fmt.Errorf("read the indexes of %s: %w", t.Quoted(), err)
 		}
 		name := vals[at["key_name"]].String
-		if n := len(keys); n == 0 || keys[n-1].name != name {
-			keys = append(keys, &key{name: name, usable: vals[at["non_unique"]].String == "0"})
+		if n := len(out); n == 0 || out[n-1].name != name {
+			out = append(out, &index{name: name, unique: vals[at["non_unique"]].String == "0", whole: true, notNull: true})
 		}
-		k := keys[len(keys)-1]
+		k := out[len(out)-1]
+		if !k.whole || !k.notNull {
+			continue
+		}
 		col := vals[at["column_name"]]
-		if !col.Valid || vals[at["sub_part"]].Valid || strings.EqualFold(vals[at["null"]].String, "YES") {
-			k.usable = false // a functional part, a prefix, or a column that may be NULL
-			continue
+		c, ok := t.Column(col.String)
+		switch {
+		case !col.Valid || vals[at["sub_part"]].Valid || !ok || c.Generated && !c.Stored:
+			k.whole = false // a functional part, a prefix, or a virtual column
+		case strings.EqualFold(vals[at["null"]].String, "YES") || c.Nullable:
+			k.notNull = false
+		default:
+			k.cols = append(k.cols, col.String)
 		}
-		if c, ok := t.Column(col.String); !ok || c.Nullable || c.Generated && !c.Stored {
-			k.usable = false
-			continue
-		}
-		k.cols = append(k.cols, col.String)
 	}
 	if err := rows.Err(); err != nil {
-		return "", nil, fmt.Errorf("read the indexes of %s: %w", t.Quoted(), err)
+		return nil, fmt.Errorf("read the indexes of %s: %w", t.Quoted(), err)
+	}
+	return out, nil
+}
+
+// uniqueRowKey finds, on a table without a primary key, the unique index its
+// rows are found by: the first, in the server's own order of keys (SHOW
+// INDEX), whose every part is a whole column declared NOT NULL. InnoDB
+// clusters such a table on that index, so ranges of it are read in order.
+// It returns "" and no columns when there is none.
+func uniqueRowKey(ctx context.Context, db *sql.DB, t *Table) (string, []string, error) {
+	keys, err := indexes(ctx, db, t)
+	if err != nil {
+		return "", nil, err
 	}
 	for _, k := range keys {
-		if k.usable && len(k.cols) > 0 {
+		if k.unique && k.whole && k.notNull && len(k.cols) > 0 {
 			return k.name, k.cols, nil
 		}
 	}
 	return "", nil, nil
+}
+
+// KeyLedBy finds the index of t whose first parts are the whole columns key,
+// in that order, by which rows of another table's key can be found in t: the
+// first in the server's order (the primary key first). It returns "" when t
+// has none.
+func KeyLedBy(ctx context.Context, db *sql.DB, t *Table, key []string) (string, error) {
+	keys, err := indexes(ctx, db, t)
+	if err != nil {
+		return "", err
+	}
+	for _, k := range keys {
+		if len(k.cols) < len(key) {
+			continue
+		}
+		led := true
+		for i, c := range key {
+			led = led && strings.EqualFold(k.cols[i], c)
+		}
+		if led {
+			return k.name, nil
+		}
+	}
+	return "", nil
 }
 
 // KeyHint is the index hint that reads the table by its row key:
