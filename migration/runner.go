@@ -66,8 +66,9 @@ type Runner struct {
 	ckptMu       sync.Mutex // serialises checkpoint writes
 	// sentry: the MariaDB cut-over's sentry table, once made (sentry.go).
 	sentry string
-	// copyHeld: the apply is held (Scheduler.Hold) until the catch-up.
-	copyHeld bool
+	// copyHeld: the apply is held (Scheduler.Hold) until the catch-up;
+	// uniqueInCopy: because the shadow has a unique key during the copy.
+	copyHeld, uniqueInCopy bool
 	// newPKCollides: the ALTER gives the new table a primary key that two
 	// rows of the original may share (rowkey.go).
 	newPKCollides bool
@@ -300,7 +301,7 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 			r.log.Info("changes wait for the end of the copy", "reason", "a unique secondary index is kept on the new table during the copy")
 		}
 		r.sched.Hold(true) // keys wait until the copy is done
-		r.copyHeld = true
+		r.copyHeld, r.uniqueInCopy = true, keptUnique
 	}
 	r.streamer, err = binlog.Start(ctx, binlog.Config{
 		Conn: r.cfg.Conn, TLS: tlsConf, Database: r.cfg.Database, Table: r.cfg.Table,
@@ -403,7 +404,13 @@ func (r *Runner) copyRows(ctx context.Context) error {
 		}
 	}
 	r.res.RowsCopied = c.Rows()
-	if errors.Is(err, copier.ErrDuplicate) {
+	switch {
+	case errors.Is(err, copier.ErrDuplicate) && r.uniqueInCopy:
+		// A unique key of the new table is there during the copy: a row
+		// the application moved to another key meanwhile may have been
+		// copied at both keys.
+		return fmt.Errorf("two rows copied collide under a unique key of the new table, so the migration stops (no row was dropped): either the original holds duplicates (sluice plan counts them) or the application moved a row to another key while it was copied (then run sluice again): %w", err)
+	case errors.Is(err, copier.ErrDuplicate):
 		return fmt.Errorf("the original table holds rows that collide under a unique key of the new table, so the migration stops (no row was dropped): %w", err)
 	}
 	return err
