@@ -3,6 +3,7 @@ package migration_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,12 @@ func xa(t *testing.T, db *testdb.DB, name string, stmts ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	// The session ends for good (not back to the pool): MariaDB keeps a
+	// session that prepared an XA transaction attached to it.
+	defer func() {
+		conn.Raw(func(any) error { return driver.ErrBadConn })
+		conn.Close()
+	}()
 	all := append(append([]string{"XA START " + xid}, stmts...), "XA END "+xid, "XA PREPARE "+xid)
 	for _, q := range all {
 		if _, err := conn.ExecContext(ctx, q); err != nil {

@@ -218,6 +218,7 @@ const (
 	ErrUnknownSystemVariable = 1193
 	ErrLockWaitTimeout       = 1205
 	ErrLockDeadlock          = 1213
+	ErrCheckRead             = 1020
 	ErrAccessDenied          = 1045
 	ErrNoSuchTable           = 1146
 	ErrUnknownTable          = 1051
@@ -238,11 +239,14 @@ func ErrorNumber(err error) uint16 {
 	return 0
 }
 
-// Retryable reports whether a statement that failed with err may simply be run
-// again: a deadlock or a lock wait timeout.
+// Retryable reports whether a transaction that failed with err may simply be
+// run again: a deadlock, a lock wait timeout, or MariaDB's "record has
+// changed since last read" (innodb_snapshot_isolation, on by default from
+// 11.8: a write met a row committed after the transaction's snapshot; run
+// again, it reads a new one).
 func Retryable(err error) bool {
 	n := ErrorNumber(err)
-	return n == ErrLockDeadlock || n == ErrLockWaitTimeout
+	return n == ErrLockDeadlock || n == ErrLockWaitTimeout || n == ErrCheckRead
 }
 
 // Explain turns the driver errors a user can cause into one actionable sentence.
