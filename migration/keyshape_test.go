@@ -232,6 +232,26 @@ func ksRandomShape(seed uint64) ksShape {
 	// (the refusal names the type), and so do the kept seeds' keys.
 	sh.unique = rand.New(rand.NewPCG(seed, 0x756e71)).IntN(5) == 0 &&
 		!slices.ContainsFunc(sh.key, func(ty ksType) bool { return ty.refuse != "" }) && !ksKept(seed)
+	// A fifth of the others change the primary key (a stream of its own
+	// too): a new column after the key's, or before them with an index on
+	// the old key's columns, by which sluice then finds rows in the new
+	// table.
+	if !sh.unique && !ksKept(seed) && !slices.ContainsFunc(sh.key, func(ty ksType) bool { return ty.refuse != "" }) {
+		parts := sh.keyNames()
+		for i := range parts {
+			parts[i] = "`" + parts[i] + "`" + sh.key[i].part
+			if sh.desc[i] {
+				parts[i] += " DESC"
+			}
+		}
+		old := strings.Join(parts, ", ")
+		switch rand.New(rand.NewPCG(seed, 0x706b63)).IntN(10) {
+		case 0:
+			sh.alter, sh.dropped = "ADD COLUMN zz INT NOT NULL DEFAULT 0, DROP PRIMARY KEY, ADD PRIMARY KEY ("+old+", `zz`)", ""
+		case 1:
+			sh.alter, sh.dropped = "ADD COLUMN zz INT NOT NULL DEFAULT 0, DROP PRIMARY KEY, ADD PRIMARY KEY (`zz`, "+old+"), ADD KEY `ks_old` ("+old+")", ""
+		}
+	}
 	return sh
 }
 
