@@ -286,15 +286,14 @@ type tracked struct {
 func (g *Guard) track(ctx context.Context, p Policy, ss []Session, seen *tracked, log *slog.Logger, what string, mayKill bool) []Session {
 	var blockers []Session
 	now := time.Now()
+	present := map[int64]bool{}
 	for _, s := range ss {
 		if !s.Blocking() {
 			continue
 		}
-		first, ok := seen.first[s.ID]
-		if !ok {
-			first = now
-			seen.first[s.ID] = now
-		}
+		present[s.ID] = true
+		first := blockingSince(seen.first[s.ID], s, now)
+		seen.first[s.ID] = first
 		if !seen.logged[s.ID] && max(s.HeldFor(), now.Sub(first)) >= p.Budget {
 			seen.logged[s.ID] = true
 			args := []any{"what", what, "blocker", s.String()}
@@ -319,7 +318,38 @@ func (g *Guard) track(ctx context.Context, p Policy, ss []Session, seen *tracked
 		}
 		blockers = append(blockers, s)
 	}
+	// A connection seen again after a poll without it holds the table for
+	// another statement or transaction: its time counts anew.
+	for id := range seen.first {
+		if !present[id] {
+			delete(seen.first, id)
+		}
+	}
 	return blockers
+}
+
+// blockingSince is when blocker s began to block, given first, when its
+// connection was first seen blocking (zero: not before now). A connection
+// that runs one short statement after another (a reader of a busy table) is
+// seen at every poll, but each statement blocks only while it runs: when
+// s's transaction, or outside one its statement, began after first, it is
+// another blocker. A session idle outside a transaction has no such age. The server counts those ages in whole seconds, so a start
+// is taken as later than first only by more than a second.
+func blockingSince(first time.Time, s Session, now time.Time) time.Time {
+	if first.IsZero() {
+		return now
+	}
+	if s.Command != "Query" && !s.InTrx {
+		return first // idle outside a transaction (LOCK TABLES): no age to go by
+	}
+	age := s.TrxAge
+	if s.Command == "Query" || (s.InTrx && s.Command == "Sleep") {
+		age = max(age, s.Time)
+	}
+	if began := now.Add(-age); began.After(first.Add(time.Second)) {
+		return now
+	}
+	return first
 }
 
 // waitsForMDL reports whether connection id waits for a metadata lock.

@@ -176,8 +176,10 @@ func TestGuardWaitsOutLongBlocker(t *testing.T) {
 	default:
 		t.Error("the ALTER ran while the blocker still held the table")
 	}
-	if worst > 300*time.Millisecond || failed > 0 {
-		t.Errorf("worst reader latency %s (want no queueing at all), %d failed", worst, failed)
+	// A lock request would queue the readers for its budget (1s); the
+	// ALTER at the end queues them briefly, longer on a loaded machine.
+	if worst > 600*time.Millisecond || failed > 0 {
+		t.Errorf("worst reader latency %s (want no queueing for a lock request), %d failed", worst, failed)
 	}
 	if !strings.Contains(log.String(), "waiting without requesting the lock") || strings.Contains(log.String(), "metadata lock attempt ended") {
 		t.Errorf("want a wait without attempts:\n%s", log.String())

@@ -141,3 +141,31 @@ func TestWaitOut(t *testing.T) {
 		}
 	}
 }
+
+// A connection seen blocking at every poll blocks since its current statement
+// or transaction began, not since the connection was first seen.
+func TestBlockingSince(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name  string
+		s     Session
+		after time.Duration // now - first
+		fresh bool          // counts from now
+	}{
+		{"a reader's next statement", Session{Command: "Query", Time: 0, InTrx: true}, 1500 * time.Millisecond, true},
+		{"one long statement", Session{Command: "Query", Time: 2 * time.Second, InTrx: true}, 2500 * time.Millisecond, false},
+		{"a statement within the second", Session{Command: "Query", Time: 0}, 900 * time.Millisecond, false},
+		{"a long transaction, a new statement in it", Session{Command: "Query", Time: 0, InTrx: true, TrxAge: 5 * time.Second}, 3 * time.Second, false},
+		{"a new transaction", Session{Command: "Sleep", Time: 0, InTrx: true, TrxAge: 200 * time.Millisecond}, 3 * time.Second, true},
+		{"idle under LOCK TABLES", Session{Command: "Sleep", Time: 0, Explicit: true}, 3 * time.Second, false},
+	} {
+		now := t0.Add(c.after)
+		got := blockingSince(t0, c.s, now)
+		if want := map[bool]time.Time{true: now, false: t0}[c.fresh]; !got.Equal(want) {
+			t.Errorf("%s: blocking since %s, want %s", c.name, got.Sub(t0), want.Sub(t0))
+		}
+	}
+	if got := blockingSince(time.Time{}, Session{}, t0); !got.Equal(t0) {
+		t.Errorf("first seen: %v", got)
+	}
+}
