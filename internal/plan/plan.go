@@ -73,6 +73,9 @@ type Plan struct {
 	Settings []Setting `json:"session_settings"`
 	Risks    []Risk    `json:"risks"`
 	Replicas bool      `json:"replicas"`
+	// RowKey says, on the copy path of an ALTER that changes the primary
+	// key, by which index of the new table rows are found (RowKeyNote).
+	RowKey string `json:"row_key,omitempty"`
 	// LockGuardBlind says why the metadata-lock guard cannot see who holds
 	// the table on this server ("" when it can).
 	LockGuardBlind string `json:"lock_guard_blind,omitempty"`
@@ -156,6 +159,7 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 		}
 	}
 	if p.Path == PathCopy {
+		p.RowKey = RowKeyNote(t, a)
 		var sum int64
 		for _, b := range secondaryEntries(t) {
 			sum += b
@@ -346,6 +350,11 @@ func (p *Plan) Text() string {
 	b.WriteString("clauses:\n")
 	for _, s := range p.Steps {
 		fmt.Fprintf(&b, "  - %s: %s (%s)\n", s.Clause, s.Algorithm, s.Why)
+	}
+	if why, refused := strings.CutPrefix(p.RowKey, "refused: "); refused {
+		fmt.Fprintf(&b, "rows:     the primary key changes, and sluice will refuse the copy: %s\n", why)
+	} else if p.RowKey != "" {
+		fmt.Fprintf(&b, "rows:     the primary key changes; the original's rows are found in the new table %s\n", p.RowKey)
 	}
 	b.WriteString("session settings:\n")
 	for _, s := range p.Settings {

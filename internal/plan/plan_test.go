@@ -188,6 +188,35 @@ func TestPrimaryKeyRisks(t *testing.T) {
 	}
 }
 
+// The plan names the index of the new table that rows are found by when the
+// primary key changes, or says the copy path refuses.
+func TestRowKeyNote(t *testing.T) {
+	for _, c := range []struct{ alter, want string }{
+		{"ADD COLUMN z INT", ""},
+		{"DROP PRIMARY KEY, ADD PRIMARY KEY (id, k)", "by the new primary key"},
+		{"DROP PRIMARY KEY, ADD PRIMARY KEY (k, id), ADD KEY by_id (id)", "by index by_id"},
+		{"DROP PRIMARY KEY, ADD PRIMARY KEY (c), ADD UNIQUE KEY (id, k)", "by the index the ALTER adds"},
+		{"DROP PRIMARY KEY, ADD PRIMARY KEY (k, id)", "refused"},
+		{"DROP PRIMARY KEY", "refused"},
+	} {
+		tb := sbtest()
+		tb.KeyIndex = "PRIMARY"
+		got := RowKeyNote(tb, mustParse(t, c.alter))
+		if c.want == "" && got != "" || !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s: %q, want it to begin with %q", c.alter, got, c.want)
+		}
+	}
+	tb := sbtest()
+	tb.KeyIndex = "PRIMARY"
+	tb.Indexes = append(tb.Indexes, schema.Index{Name: "k_id", Columns: []string{"id", "k"}})
+	if got := RowKeyNote(tb, mustParse(t, "DROP PRIMARY KEY, ADD PRIMARY KEY (k, id)")); !strings.HasPrefix(got, "by index k_id") {
+		t.Errorf("an index the table has: %q", got)
+	}
+	if got := RowKeyNote(tb, mustParse(t, "DROP PRIMARY KEY, ADD PRIMARY KEY (k, id), DROP INDEX k_id")); !strings.HasPrefix(got, "refused") {
+		t.Errorf("an index the ALTER drops: %q", got)
+	}
+}
+
 func TestCopyEstimateCountsWorkersUpToCPUs(t *testing.T) {
 	srv := Server{Major: 9, Minor: 7, Patch: 4}
 	a := mustParse(t, "MODIFY k BIGINT NOT NULL DEFAULT 0")
