@@ -143,6 +143,10 @@ func (c *Copier) Run(ctx context.Context) error {
 		DB: c.cfg.DB, Table: c.cfg.Mapping.Source.Quoted(), Hint: c.cfg.Mapping.Source.KeyHint(), Key: c.cfg.Key,
 		Size: c.sizer.Size, EstimatedRows: c.cfg.Mapping.Source.EstimatedRows,
 		Lanes: c.cfg.Workers, Within: c.cfg.Within,
+		ReconnectFor: max(c.cfg.ReconnectFor, 0),
+		OnLost: func(attempt int, err error) {
+			c.cfg.Logger.Warn("copy: connection lost while finding a range boundary; reading it again", "error", err.Error(), "attempt", attempt)
+		},
 	}
 	g.Go(func() error {
 		defer close(cut)

@@ -140,6 +140,49 @@ func TestCopyAfterLostCommit(t *testing.T) {
 	}
 }
 
+// TestCopyAfterLostBoundaryRead: the connection of the query that finds the
+// next range boundary breaks as its answer comes (a proxy swallows it), for
+// an integer key (its bounds) and a string key (each boundary). The query is
+// read again on another connection, and the new table ends up equal to the
+// original.
+func TestCopyAfterLostBoundaryRead(t *testing.T) {
+	for _, c := range []struct{ name, ddl, fill string }{
+		{"integer", "CREATE TABLE src (id INT PRIMARY KEY, v INT NOT NULL, pad VARCHAR(1000))", "n, n * 7, 'x'"},
+		{"string", "CREATE TABLE src (id VARCHAR(20) PRIMARY KEY, v INT NOT NULL, pad VARCHAR(1000))", "CONCAT('k', n), n * 7, 'x'"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := testdb.New(t)
+			db.MustExec(t, c.ddl)
+			const rows = 5000
+			db.Fill(t, "src", rows, c.fill)
+			m, key := db.Mapping(t, "src", "dst", true)
+			proxy := dbconntest.New(t, db.Server)
+			prefix := "SELECT MIN(`id`)"
+			if c.name == "string" {
+				prefix = "SELECT " + key.SelectExprs() + " FROM"
+			}
+			proxy.Swallow(prefix, 2)
+			logs := &testdb.SyncBuffer{}
+			cp, err := New(Config{DB: proxied(t, db, proxy), Key: key, Workers: 2, Mapping: m,
+				Chunk:        chunk.Config{Initial: 1000, Min: 1000, Max: 1000},
+				ReconnectFor: time.Minute, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cp.Run(context.Background()); err != nil {
+				t.Fatalf("the copy failed: %v\n%s", err, logs)
+			}
+			if n := proxy.Swallowed(); n < 1 {
+				t.Fatalf("no answer to %q was swallowed: the test proves nothing", prefix)
+			}
+			if !strings.Contains(logs.String(), "while finding a range boundary") {
+				t.Errorf("the lost boundary read is not logged:\n%s", logs)
+			}
+			sameTables(t, db, rows)
+		})
+	}
+}
+
 // TestLostCommitKeyTypeChanged: when the key's type changes in the new
 // table (here its collation), a range's predicate may select other rows in
 // the new table than in the original, so a range that may have committed is

@@ -300,3 +300,31 @@ func Backoff(attempt int) time.Duration {
 	d := min(100*time.Millisecond<<min(max(attempt, 1)-1, 6), 5*time.Second)
 	return d/2 + rand.N(d/2+1)
 }
+
+// RetryLost runs read, a statement that changes nothing, again while it
+// fails by a lost connection, with Backoff, until it has failed so for
+// within (0 or less: it is run once). onLost, if set, is told of each loss.
+func RetryLost(ctx context.Context, within time.Duration, onLost func(attempt int, err error), read func() error) error {
+	var lostAt time.Time
+	for attempt := 1; ; attempt++ {
+		err := read()
+		if err == nil || within <= 0 || !ConnectionLost(err) || ctx.Err() != nil {
+			return err
+		}
+		if lostAt.IsZero() {
+			lostAt = time.Now()
+		}
+		left := within - time.Since(lostAt)
+		if left <= 0 {
+			return fmt.Errorf("connection lost, and not back within %s: %w", within, err)
+		}
+		if onLost != nil {
+			onLost(attempt, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(Backoff(attempt), left)):
+		}
+	}
+}

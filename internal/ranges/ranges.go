@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/rowkey"
@@ -63,7 +64,12 @@ type Cutter struct {
 	// (schema.Table.KeyHint).
 	Hint string
 	Key  rowkey.Cols
-	Size func() int
+	// ReconnectFor, if positive, runs a boundary query again while its
+	// connection is lost, for up to that long (DB must then be a pool, not
+	// a connection holding a snapshot); OnLost is told of each loss.
+	ReconnectFor time.Duration
+	OnLost       func(attempt int, err error)
+	Size         func() int
 	// EstimatedRows seeds the density of an integer key (0: assume dense).
 	EstimatedRows int64
 	// Lanes, if above 1, splits a single integer key of a large enough
@@ -120,6 +126,14 @@ func (c *Cutter) Run(ctx context.Context, out chan<- Span) error {
 	return nil
 }
 
+// read scans the one row of query into dest, again after a lost connection
+// (ReconnectFor).
+func (c *Cutter) read(ctx context.Context, query string, args []any, dest ...any) error {
+	return dbconn.RetryLost(ctx, c.ReconnectFor, c.OnLost, func() error {
+		return c.DB.QueryRowContext(ctx, query, args...).Scan(dest...)
+	})
+}
+
 func send(ctx context.Context, out chan<- Span, s Span) error {
 	select {
 	case out <- s:
@@ -147,7 +161,7 @@ func (c *Cutter) keyset(ctx context.Context, out chan<- Span, iv Span) error {
 		for i := range raw {
 			ptrs[i] = &raw[i]
 		}
-		err := c.DB.QueryRowContext(ctx, q+order, args...).Scan(ptrs...)
+		err := c.read(ctx, q+order, args, ptrs...)
 		sp := Span{Lo: last, Hi: iv.Hi, Lane: iv.Lane}
 		end := errors.Is(err, sql.ErrNoRows) // no boundary left: the interval's last span
 		switch {
@@ -176,7 +190,7 @@ func (c *Cutter) integers(ctx context.Context, out chan<- Span, unsigned bool, i
 	col := dbconn.QuoteIdent(c.Key[0].Name)
 	var lo, hi sql.NullString
 	where, args := iv.Where(c.Key)
-	if err := c.DB.QueryRowContext(ctx, "SELECT MIN("+col+"), MAX("+col+") FROM "+c.Table+" WHERE "+where, args...).Scan(&lo, &hi); err != nil {
+	if err := c.read(ctx, "SELECT MIN("+col+"), MAX("+col+") FROM "+c.Table+" WHERE "+where, args, &lo, &hi); err != nil {
 		return fmt.Errorf("read key bounds: %w", err)
 	}
 	if !lo.Valid {
