@@ -317,6 +317,9 @@ func (s *Streamer) handle(ev *replication.BinlogEvent) error {
 			if err := s.handle(inner); err != nil {
 				return fmt.Errorf("event %d of the compressed transaction ending at %d: %w", i+1, ev.Header.LogPos, err)
 			}
+			// The transaction's own edges (its XA START) are inside; the
+			// payload as a whole ends it (endsTx, after handle).
+			s.endsTx(inner)
 		}
 	case *replication.FormatDescriptionEvent:
 		s.checksum = e.ChecksumAlgorithm == replication.BINLOG_CHECKSUM_ALG_CRC32

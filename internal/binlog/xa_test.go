@@ -16,9 +16,17 @@ import (
 // an XA transaction exist after it is not known when they are logged (it may
 // still roll back), so they are never said to be present.
 func TestXATransactions(t *testing.T) {
+	for _, compressed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "compressed"}[compressed], func(t *testing.T) { testXA(t, compressed) })
+	}
+}
+
+// testXA is TestXATransactions with or without compressed transactions (in
+// MySQL's binlog an XA transaction's events are then inside one payload).
+func testXA(t *testing.T, compressed bool) {
 	db := testdb.New(t)
 	s, sink := capture(t, db, "t")
-	conn := session(t, db, false)
+	conn := session(t, db, compressed)
 	// XIDs are the server's, not the connection's: a prepared one outlives
 	// its session, so each is this test's own and none is left behind.
 	xid := func(s string) string { return "'" + db.Name + "-" + s + "'" }

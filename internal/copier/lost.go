@@ -164,15 +164,19 @@ func integer(dataType string) bool {
 }
 
 // keyDup reports whether err is a duplicate on the row key, index (PRIMARY,
-// or a unique index on a table without a primary key). MySQL names the
+// or a unique index on a table without a primary key), or on the primary key:
+// when the ALTER changed it, rows are found by another index, and a row
+// written twice meets itself on the clustered index first. MySQL names the
 // index table.index in the message, MariaDB index alone.
 func keyDup(err error, index string) bool {
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) || me.Number != dbconn.ErrDupEntry {
 		return false
 	}
-	if index == "" {
-		index = "PRIMARY"
+	for _, ix := range []string{index, "PRIMARY"} {
+		if ix != "" && (strings.HasSuffix(me.Message, "."+ix+"'") || strings.HasSuffix(me.Message, "'"+ix+"'")) {
+			return true
+		}
 	}
-	return strings.HasSuffix(me.Message, "."+index+"'") || strings.HasSuffix(me.Message, "'"+index+"'")
+	return false
 }

@@ -175,6 +175,8 @@ func TestPrimaryKeyRisks(t *testing.T) {
 		{"DROP PRIMARY KEY, ADD PRIMARY KEY (id, note)", "not-null"},
 		{"DROP PRIMARY KEY, ADD PRIMARY KEY (k)", "unique-key"},
 		{"DROP PRIMARY KEY, ADD PRIMARY KEY (c, note)", "not-null,unique-key"},
+		{"DROP PRIMARY KEY, MODIFY k INT NOT NULL PRIMARY KEY", "unique-key"},
+		{"DROP PRIMARY KEY, MODIFY note VARCHAR(30) PRIMARY KEY", "not-null,unique-key"},
 	} {
 		rs := Risks(sbtest(), mustParse(t, c.alter))
 		if got := strings.Join(Kinds(rs), ","); got != c.want {

@@ -129,6 +129,10 @@ func Risks(t *schema.Table, a *ddl.Alter) []Risk {
 			if colOpt(col, ast.ColumnOptionUniqKey) {
 				out = append(out, uniqueRisk(t, "on "+old.Name, []string{old.Name}))
 			}
+			if colOpt(col, ast.ColumnOptionPrimaryKey) {
+				// Its NULLs are the not-null risk above.
+				out = append(out, slices.DeleteFunc(primaryKeyRisks(t, []string{old.Name}), func(r Risk) bool { return r.Kind == RiskNotNull })...)
+			}
 		case ast.AlterTableAddConstraint:
 			pk := spec.Constraint.Tp == ast.ConstraintPrimaryKey
 			if !isUnique(spec.Constraint.Tp) && !pk {
@@ -153,7 +157,7 @@ func Risks(t *schema.Table, a *ddl.Alter) []Risk {
 			out = append(out, uniqueRisk(t, label, cols))
 		case ast.AlterTableAddColumns:
 			for _, col := range spec.NewColumns {
-				if colOpt(col, ast.ColumnOptionUniqKey) && colOpt(col, ast.ColumnOptionDefaultValue) && !newNullable(col) {
+				if (colOpt(col, ast.ColumnOptionUniqKey) || colOpt(col, ast.ColumnOptionPrimaryKey)) && colOpt(col, ast.ColumnOptionDefaultValue) && !newNullable(col) {
 					out = append(out, Risk{Kind: RiskUniqueKey, Column: col.Name.Name.O, Count: -1,
 						Detail: "adds column " + col.Name.Name.O + " with a UNIQUE key and a NOT NULL default: every existing row gets the same value"})
 				}

@@ -18,6 +18,9 @@ type index struct {
 	// be NULL (either way cols stops before that part).
 	cols           []string
 	whole, notNull bool
+	// hidden: INVISIBLE (MySQL) or IGNORED (MariaDB): queries cannot use it
+	// and an index hint naming it fails.
+	hidden bool
 }
 
 // indexes reads t's indexes, in the server's own order (the primary key
@@ -55,6 +58,12 @@ func indexes(ctx context.Context, db *sql.DB, t *Table) ([]*index, error) {
 		if n := len(out); n == 0 || out[n-1].name != name {
 			out = append(out, &index{name: name, unique: vals[at["non_unique"]].String == "0", whole: true, notNull: true})
 		}
+		if i, ok := at["visible"]; ok && strings.EqualFold(vals[i].String, "NO") {
+			out[len(out)-1].hidden = true
+		}
+		if i, ok := at["ignored"]; ok && strings.EqualFold(vals[i].String, "YES") {
+			out[len(out)-1].hidden = true
+		}
 		k := out[len(out)-1]
 		if !k.whole || !k.notNull {
 			continue
@@ -87,7 +96,7 @@ func uniqueRowKey(ctx context.Context, db *sql.DB, t *Table) (string, []string, 
 		return "", nil, err
 	}
 	for _, k := range keys {
-		if k.unique && k.whole && k.notNull && len(k.cols) > 0 {
+		if k.unique && k.whole && k.notNull && !k.hidden && len(k.cols) > 0 {
 			return k.name, k.cols, nil
 		}
 	}
@@ -96,15 +105,15 @@ func uniqueRowKey(ctx context.Context, db *sql.DB, t *Table) (string, []string, 
 
 // KeyLedBy finds the index of t whose first parts are the whole columns key,
 // in that order, by which rows of another table's key can be found in t: the
-// first in the server's order (the primary key first). It returns "" when t
-// has none.
+// first in the server's order (the primary key first) that queries may use
+// (not INVISIBLE or IGNORED). It returns "" when t has none.
 func KeyLedBy(ctx context.Context, db *sql.DB, t *Table, key []string) (string, error) {
 	keys, err := indexes(ctx, db, t)
 	if err != nil {
 		return "", err
 	}
 	for _, k := range keys {
-		if len(k.cols) < len(key) {
+		if len(k.cols) < len(key) || k.hidden {
 			continue
 		}
 		led := true
