@@ -444,7 +444,7 @@ func catAccount(t *testing.T, d *testdb.DB, sc *catScenario, cfg *migration.Conf
 	user, pw := "cat_"+hex.EncodeToString(b), "Cat-"+hex.EncodeToString(b)+"-pw"
 	grants, viaRole := strings.CutPrefix(sc.Account, "role ")
 	if grants == "least" {
-		grants = "SELECT, INSERT, DELETE, CREATE, DROP, ALTER, LOCK TABLES | REPLICATION SLAVE, REPLICATION CLIENT"
+		grants = "SELECT, INSERT, DELETE, CREATE, DROP, ALTER, LOCK TABLES, TRIGGER | REPLICATION SLAVE, REPLICATION CLIENT"
 	}
 	onDB, global, _ := strings.Cut(grants, "|")
 	global, onTables, _ := strings.Cut(global, "|")

@@ -62,15 +62,21 @@ func TestCheckServer(t *testing.T) {
 
 func TestMissingPrivileges(t *testing.T) {
 	tables := []string{"t", "_t_new"}
+	// TRIGGER on the original alone: information_schema lists its triggers
+	// only then.
+	if m := MissingPrivileges(Grants{Global: []string{"REPLICATION SLAVE", "REPLICATION CLIENT"}, OnDB: []string{"SELECT", "INSERT", "DELETE", "CREATE", "DROP", "ALTER", "LOCK TABLES"},
+		OnTable: map[string][]string{"t": {"TRIGGER"}}}, tables); len(m) != 0 {
+		t.Errorf("TRIGGER on the original: missing %v", m)
+	}
 	if m := MissingPrivileges(Grants{Global: []string{"ALL PRIVILEGES"}}, tables); len(m) != 0 {
 		t.Errorf("ALL PRIVILEGES: missing %v", m)
 	}
 	m := MissingPrivileges(Grants{Global: []string{"REPLICATION SLAVE"}, OnDB: []string{"SELECT", "INSERT", "DELETE", "CREATE", "DROP", "ALTER"}}, tables)
-	if len(m) != 2 || m[0] != "LOCK TABLES" || m[1] != "REPLICATION CLIENT" {
+	if len(m) != 3 || m[0] != "LOCK TABLES" || m[1] != "REPLICATION CLIENT" || m[2] != "TRIGGER on t" {
 		t.Errorf("missing = %v", m)
 	}
 	// MariaDB's name for REPLICATION CLIENT.
-	if m := MissingPrivileges(Grants{Global: []string{"REPLICATION SLAVE", "BINLOG MONITOR"}, OnDB: []string{"SELECT", "INSERT", "DELETE", "CREATE", "DROP", "ALTER", "LOCK TABLES"}}, tables); len(m) != 0 {
+	if m := MissingPrivileges(Grants{Global: []string{"REPLICATION SLAVE", "BINLOG MONITOR"}, OnDB: []string{"SELECT", "INSERT", "DELETE", "CREATE", "DROP", "ALTER", "LOCK TABLES", "TRIGGER"}}, tables); len(m) != 0 {
 		t.Errorf("MariaDB's BINLOG MONITOR: missing %v", m)
 	}
 }

@@ -17,6 +17,9 @@ import (
 var (
 	requiredDB     = []string{"SELECT", "INSERT", "DELETE", "CREATE", "DROP", "ALTER", "LOCK TABLES"}
 	requiredGlobal = []string{"REPLICATION SLAVE", "REPLICATION CLIENT"}
+	// requiredOnOriginal: information_schema lists a table's triggers only
+	// to an account with TRIGGER on it, and the swap must carry them.
+	requiredOnOriginal = "TRIGGER"
 )
 
 // Grants is what SHOW GRANTS gives the account, as far as sluice asks: the
@@ -73,6 +76,9 @@ func MissingPrivileges(g Grants, tables []string) []string {
 			k := strings.Join(lack, ", ")
 			onSome[k] = append(onSome[k], p)
 		}
+	}
+	if len(tables) > 0 && !has(g.Global, requiredOnOriginal) && !has(g.OnDB, requiredOnOriginal) && !has(g.OnTable[tables[0]], requiredOnOriginal) {
+		onSome[tables[0]] = append(onSome[tables[0]], requiredOnOriginal)
 	}
 	for t, ps := range onSome {
 		sort.Strings(ps)
@@ -217,7 +223,7 @@ func withoutPrivileges(list, revoked []string) []string {
 	var out []string
 	for _, p := range list {
 		if p == "ALL PRIVILEGES" || p == "ALL" {
-			out = append(out, withoutPrivileges(append(slices.Clone(requiredDB), requiredGlobal...), revoked)...)
+			out = append(out, withoutPrivileges(append(append(slices.Clone(requiredDB), requiredGlobal...), requiredOnOriginal), revoked)...)
 			continue
 		}
 		if !slices.Contains(revoked, p) {

@@ -18,22 +18,22 @@ func TestParseGrants(t *testing.T) {
 	}{
 		{"mysql role expanded", []string{
 			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `sl_u`@`127.0.0.1`",
-			"GRANT SELECT, INSERT, DELETE, CREATE, DROP, ALTER, LOCK TABLES ON `shop`.* TO `sl_u`@`127.0.0.1`",
+			"GRANT SELECT, INSERT, DELETE, CREATE, DROP, ALTER, LOCK TABLES, TRIGGER ON `shop`.* TO `sl_u`@`127.0.0.1`",
 			"GRANT `sl_r`@`%` TO `sl_u`@`127.0.0.1`",
 		}, "shop", false, ""},
 		{"mysql root", []string{
-			"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, RELOAD, SHUTDOWN, PROCESS, FILE, REFERENCES, INDEX, ALTER, SHOW DATABASES, SUPER, CREATE TEMPORARY TABLES, LOCK TABLES, EXECUTE, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `root`@`localhost` WITH GRANT OPTION",
+			"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, RELOAD, SHUTDOWN, PROCESS, FILE, REFERENCES, INDEX, ALTER, SHOW DATABASES, SUPER, CREATE TEMPORARY TABLES, LOCK TABLES, EXECUTE, REPLICATION SLAVE, REPLICATION CLIENT, TRIGGER ON *.* TO `root`@`localhost` WITH GRANT OPTION",
 			"GRANT APPLICATION_PASSWORD_ADMIN,AUDIT_ABORT_EXEMPT,BACKUP_ADMIN ON *.* TO `root`@`localhost` WITH GRANT OPTION",
 		}, "shop", false, ""},
 		{"mariadb all", []string{"GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost` IDENTIFIED BY PASSWORD '*ABC' WITH GRANT OPTION"}, "shop", false, ""},
 		{"mariadb binlog monitor", []string{
 			"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `u`@`%` IDENTIFIED BY PASSWORD '*ABC'",
-			"GRANT SELECT, INSERT, DELETE, CREATE, DROP, ALTER, LOCK TABLES ON `shop`.* TO `u`@`%`",
+			"GRANT SELECT, INSERT, DELETE, CREATE, DROP, ALTER, LOCK TABLES, TRIGGER ON `shop`.* TO `u`@`%`",
 		}, "shop", false, ""},
 		{"other database", []string{
 			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `u`@`%`",
 			"GRANT ALL PRIVILEGES ON `shop2`.* TO `u`@`%`",
-		}, "shop", false, "ALTER,CREATE,DELETE,DROP,INSERT,LOCK TABLES,SELECT"},
+		}, "shop", false, "ALTER,CREATE,DELETE,DROP,INSERT,LOCK TABLES,SELECT,TRIGGER on orders"},
 		{"wildcard database", []string{
 			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `u`@`%`",
 			"GRANT ALL PRIVILEGES ON `shop_%`.* TO `u`@`%`",
@@ -41,16 +41,16 @@ func TestParseGrants(t *testing.T) {
 		{"escaped underscore", []string{
 			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `u`@`%`",
 			"GRANT ALL PRIVILEGES ON `shop\\_eu`.* TO `u`@`%`",
-		}, "shopxeu", false, "ALTER,CREATE,DELETE,DROP,INSERT,LOCK TABLES,SELECT"},
+		}, "shopxeu", false, "ALTER,CREATE,DELETE,DROP,INSERT,LOCK TABLES,SELECT,TRIGGER on orders"},
 		{"the original's grants only", []string{
 			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `u`@`%`",
 			"GRANT SELECT, INSERT, DELETE, CREATE, DROP, ALTER ON `shop`.`orders` TO `u`@`%`",
 			"GRANT LOCK TABLES ON `shop`.* TO `u`@`%`",
-		}, "shop", false, lackOnArtifacts("ALTER", "CREATE", "DELETE", "DROP", "INSERT", "SELECT")},
+		}, "shop", false, lackOnArtifacts("ALTER", "CREATE", "DELETE", "DROP", "INSERT", "SELECT") + ",TRIGGER on orders"},
 		{"every table granted", append([]string{
 			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `u`@`%`",
 			"GRANT LOCK TABLES ON `shop`.* TO `u`@`%`",
-		}, grantEach("SELECT, INSERT, DELETE, CREATE, DROP, ALTER", "shop", ordersTables)...), "shop", false, ""},
+		}, grantEach("SELECT, INSERT, DELETE, CREATE, DROP, ALTER, TRIGGER", "shop", ordersTables)...), "shop", false, ""},
 		{"every table, ALL", append([]string{
 			"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `u`@`%`",
 			"GRANT LOCK TABLES ON `shop`.* TO `u`@`%`",
@@ -59,19 +59,19 @@ func TestParseGrants(t *testing.T) {
 			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `u`@`%`",
 			"GRANT LOCK TABLES ON `shop`.* TO `u`@`%`",
 			"GRANT SELECT, INSERT, DELETE, CREATE, ALTER ON `shop`.`_orders_old` TO `u`@`%`",
-		}, grantEach("SELECT, INSERT, DELETE, CREATE, DROP, ALTER", "shop", slices.DeleteFunc(slices.Clone(ordersTables), func(t string) bool { return t == "_orders_old" }))...),
+		}, grantEach("SELECT, INSERT, DELETE, CREATE, DROP, ALTER, TRIGGER", "shop", slices.DeleteFunc(slices.Clone(ordersTables), func(t string) bool { return t == "_orders_old" }))...),
 			"shop", false, "DROP on _orders_old"},
 		{"table grants need LOCK TABLES on the database", grantEach("ALL PRIVILEGES", "shop", ordersTables),
 			"shop", false, "LOCK TABLES,REPLICATION CLIENT,REPLICATION SLAVE"},
 		{"a column privilege is not the table's", append([]string{
 			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `u`@`%`",
 			"GRANT LOCK TABLES ON `shop`.* TO `u`@`%`",
-			"GRANT SELECT (`id`, `v`), INSERT, DELETE, CREATE, DROP, ALTER ON `shop`.`orders` TO `u`@`%`",
+			"GRANT SELECT (`id`, `v`), INSERT, DELETE, CREATE, DROP, ALTER, TRIGGER ON `shop`.`orders` TO `u`@`%`",
 		}, grantEach("SELECT, INSERT, DELETE, CREATE, DROP, ALTER", "shop", ordersTables[1:])...), "shop", false, "SELECT on orders"},
 		{"table grants in another database", append([]string{
 			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `u`@`%`",
 			"GRANT LOCK TABLES ON `shop`.* TO `u`@`%`",
-		}, grantEach("ALL PRIVILEGES", "shop2", ordersTables)...), "shop", false, "ALTER,CREATE,DELETE,DROP,INSERT,SELECT"},
+		}, grantEach("ALL PRIVILEGES", "shop2", ordersTables)...), "shop", false, "ALTER,CREATE,DELETE,DROP,INSERT,SELECT,TRIGGER on orders"},
 		{"table grants, names folded", append([]string{
 			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `u`@`%`",
 			"GRANT LOCK TABLES ON `Shop`.* TO `u`@`%`",
@@ -79,7 +79,7 @@ func TestParseGrants(t *testing.T) {
 		}, grantEach("ALL PRIVILEGES", "shop", ordersTables[1:])...), "shop", true, ""},
 		{"column privilege", []string{
 			"GRANT SELECT (`a`, `b`), INSERT ON `shop`.* TO `u`@`%`",
-		}, "shop", false, "ALTER,CREATE,DELETE,DROP,LOCK TABLES,REPLICATION CLIENT,REPLICATION SLAVE,SELECT"},
+		}, "shop", false, "ALTER,CREATE,DELETE,DROP,LOCK TABLES,REPLICATION CLIENT,REPLICATION SLAVE,SELECT,TRIGGER on orders"},
 		{"partial revoke", []string{
 			"GRANT ALL PRIVILEGES ON *.* TO `u`@`%`",
 			"REVOKE INSERT, DROP ON `shop`.* FROM `u`@`%`",
@@ -93,7 +93,7 @@ func TestParseGrants(t *testing.T) {
 			"GRANT ALL PRIVILEGES ON `we``ird ON x`.* TO `u`@`%`",
 		}, "we`ird ON x", false, ""},
 		{"routine", []string{"GRANT EXECUTE ON PROCEDURE `shop`.`p` TO `u`@`%`"}, "shop",
-			false, "ALTER,CREATE,DELETE,DROP,INSERT,LOCK TABLES,REPLICATION CLIENT,REPLICATION SLAVE,SELECT"},
+			false, "ALTER,CREATE,DELETE,DROP,INSERT,LOCK TABLES,REPLICATION CLIENT,REPLICATION SLAVE,SELECT,TRIGGER on orders"},
 	} {
 		g := ParseGrants(c.lines, c.db, c.fold)
 		m := MissingPrivileges(g, ordersTables)

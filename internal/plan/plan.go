@@ -76,6 +76,9 @@ type Plan struct {
 	// RowKey says, on the copy path of an ALTER that changes the primary
 	// key, by which index of the new table rows are found (RowKeyNote).
 	RowKey string `json:"row_key,omitempty"`
+	// Triggers says, on the copy path of a table with triggers, what
+	// becomes of them.
+	Triggers string `json:"triggers,omitempty"`
 	// LockGuardBlind says why the metadata-lock guard cannot see who holds
 	// the table on this server ("" when it can).
 	LockGuardBlind string `json:"lock_guard_blind,omitempty"`
@@ -160,6 +163,12 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 	}
 	if p.Path == PathCopy {
 		p.RowKey = RowKeyNote(t, a)
+		if t.Triggers > 0 {
+			p.Triggers = fmt.Sprintf("%d, moved to the new table under the cut-over's lock, just before the swap (no write runs without them or through them twice)", t.Triggers)
+			if srv.MariaDB {
+				p.Triggers = fmt.Sprintf("%d: sluice refuses them on MariaDB (its swap would leave a moment without them)", t.Triggers)
+			}
+		}
 		var sum int64
 		for _, b := range secondaryEntries(t) {
 			sum += b
@@ -355,6 +364,9 @@ func (p *Plan) Text() string {
 		fmt.Fprintf(&b, "rows:     the primary key changes, and sluice will refuse the copy: %s\n", why)
 	} else if p.RowKey != "" {
 		fmt.Fprintf(&b, "rows:     the primary key changes; the original's rows are found in the new table %s\n", p.RowKey)
+	}
+	if p.Triggers != "" {
+		fmt.Fprintf(&b, "triggers: %s\n", p.Triggers)
 	}
 	b.WriteString("session settings:\n")
 	for _, s := range p.Settings {

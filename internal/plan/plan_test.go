@@ -236,3 +236,22 @@ func TestCopyEstimateCountsWorkersUpToCPUs(t *testing.T) {
 		t.Errorf("8 CPUs: 4 workers estimated at %.2fs, not below 2 workers' %.2fs", four, two)
 	}
 }
+
+// On the copy path the plan says what becomes of the table's triggers.
+func TestPlanSaysWhatBecomesOfTriggers(t *testing.T) {
+	tb := sbtest()
+	tb.Triggers = 2
+	a := mustParse(t, "MODIFY k BIGINT NOT NULL DEFAULT 0")
+	for _, c := range []struct {
+		srv  Server
+		want string
+	}{
+		{Server{Major: 9, Minor: 7}, "2, moved to the new table"},
+		{Server{Major: 11, Minor: 8, MariaDB: true}, "2: sluice refuses them on MariaDB"},
+	} {
+		p := Decide(tb, a, c.srv, Options{CPUs: 2, CopyThreads: 4})
+		if p.Path != PathCopy || !strings.HasPrefix(p.Triggers, c.want) || !strings.Contains(p.Text(), "triggers: "+p.Triggers) {
+			t.Errorf("%+v: path %s, triggers %q; want it to begin with %q", c.srv, p.Path, p.Triggers, c.want)
+		}
+	}
+}
