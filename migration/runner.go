@@ -83,7 +83,7 @@ type Runner struct {
 	trgMoving atomic.Bool
 	// triggers: the original's, read at preflight (triggers.go).
 	triggers []schema.Trigger
-	phase     atomic.Value // string
+	phase    atomic.Value // string
 	// lockAttempts counts Result.LockAttempts: an apply worker settling a
 	// unique-key conflict takes a lock too (settleConflict).
 	lockAttempts atomic.Int64
