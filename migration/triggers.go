@@ -179,7 +179,16 @@ func (r *Runner) repairTriggers(ctx context.Context) error {
 	}
 	defer conn.Close()
 	r.log.Warn("an earlier run died while moving the triggers: putting them back on the original", "triggers", len(trs))
-	return r.putBackTriggers(ctx, conn, trs)
+	if err := r.putBackTriggers(ctx, conn, trs); err != nil {
+		return err
+	}
+	// The original as preflight read it lacked them: it is read again once
+	// the capture runs, and must match.
+	r.triggers = trs
+	if r.orig != nil {
+		r.orig.Triggers = len(trs)
+	}
+	return nil
 }
 
 // createTriggerSQL is the statement that creates t on table (quoted).
