@@ -151,6 +151,14 @@ func (r *Runner) previousRun(ctx context.Context) error {
 	} else if !ok {
 		return preflightErr("binlog %s, from which the checkpoint in %s resumes, has been purged: %s", cp.File, where, restartHint)
 	}
+	// This run's id goes in before it sends anything to the shadow: should
+	// it die before its first checkpoint, the next run must find and end
+	// its statements (an index build goes on without its client), not
+	// those of the run before it, which ended above.
+	taken := *cp // cp keeps the time it was written, for the log
+	if err := r.saveCheckpoint(ctx, &taken); err != nil {
+		return err
+	}
 	r.resume = cp
 	return nil
 }
