@@ -61,11 +61,8 @@ type checkpoint struct {
 	Artifacts []string `json:"artifacts"`
 	// Sentry is the table a MariaDB cut-over creates under the old table's
 	// name (sentry.go); dropped by the next run if it is still a sentry.
-	Sentry string `json:"sentry,omitempty"`
-	// Triggers are the original's, recorded before the cut-over moves
-	// them (triggers.go): a run that died in between puts them back.
-	Triggers []schema.Trigger `json:"triggers,omitempty"`
-	At       time.Time        `json:"at"`
+	Sentry string    `json:"sentry,omitempty"`
+	At     time.Time `json:"at"`
 	// Run is the RunID of the run that wrote it: a statement of that run
 	// may still run on the server after sluice died (resume.go ends them).
 	Run string `json:"run"`

@@ -3,7 +3,6 @@ package migration
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -60,22 +59,14 @@ func (r *Runner) cutover(ctx context.Context) error {
 		err := r.finishLocked(ctx, lock)
 		r.res.CutoverVerify = time.Since(start) - r.res.CutoverDrain
 		if err == nil {
-			// From here the binlog shows sluice's own DDL: its triggers'
-			// moves, then the RENAME.
 			r.renaming.Store(true)
-			err = r.moveTriggers(ctx, lock)
-			if err == nil {
-				if r.renameUnderLock() {
-					_, err = lock.ExecContext(ctx, "RENAME TABLE "+r.orig.Quoted()+" TO "+oldQ+", "+shadowQ+" TO "+r.orig.Quoted())
-				} else {
-					err = r.renameBySentry(ctx, lock)
-				}
-				if err != nil && r.renamed(ctx) {
-					err = nil // the rename committed; only its reply was lost
-				}
-				if err != nil && r.trgMoving.Load() {
-					err = errors.Join(err, r.putBackTriggers(ctx, lock, r.ckpt.Triggers))
-				}
+			if r.renameUnderLock() {
+				_, err = lock.ExecContext(ctx, "RENAME TABLE "+r.orig.Quoted()+" TO "+oldQ+", "+shadowQ+" TO "+r.orig.Quoted())
+			} else {
+				err = r.renameBySentry(ctx, lock)
+			}
+			if err != nil && r.renamed(ctx) {
+				err = nil // the rename committed; only its reply was lost
 			}
 			if err != nil {
 				r.renaming.Store(false)
@@ -83,7 +74,6 @@ func (r *Runner) cutover(ctx context.Context) error {
 		}
 		if err == nil {
 			r.swapped.Store(true)
-			r.trgMoving.Store(false)
 			r.res.CutoverLock = time.Since(start)
 		}
 		return err

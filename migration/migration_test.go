@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/plan"
 	"github.com/sluicedb/sluice/internal/testdb"
 	"github.com/sluicedb/sluice/migration"
@@ -353,9 +352,6 @@ func TestPreflightRefusals(t *testing.T) {
 		{table: "ok", alter: "ADD COLUMN x INT # note", want: "comment"},
 	}
 	for _, c := range cases {
-		if c.table == "trig" && db.Flavor != dbconn.MariaDB {
-			continue // MySQL moves the triggers (TestTriggersMoveAtCutover)
-		}
 		t.Run(c.table+"/"+c.alter, func(t *testing.T) {
 			cfg := config(t, db, c.table, c.alter)
 			cfg.Conn.Params = c.params

@@ -305,6 +305,8 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 		return preflightErr("table %s's primary key uses a column prefix; sluice needs whole-column keys", t.Name)
 	case t.ForeignKeys > 0:
 		return preflightErr("table %s has foreign keys (or is referenced by them); sluice does not migrate such tables yet", t.Name)
+	case t.Triggers > 0:
+		return preflightErr("table %s has triggers; sluice does not migrate such tables yet", t.Name)
 	case r.alter.ChangesPrimaryKey && !t.HasPrimaryKey():
 		return preflightErr("the ALTER changes the primary key of a table whose rows are found by its %s; sluice does not support that yet", rowKeyName(t))
 	case r.alter.AddsForeignKey:
@@ -319,9 +321,6 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 		}
 	}
 	if err := r.checkVolatile(); err != nil {
-		return err
-	}
-	if err := r.checkTriggers(ctx); err != nil {
 		return err
 	}
 	maxLoad, _ := throttle.ParseLimits(r.cfg.MaxLoad) // checked by Config.validate
@@ -425,9 +424,6 @@ func (r *Runner) createShadow(ctx context.Context) error {
 		return err
 	}
 	if err := r.shadowRowKey(ctx); err != nil {
-		return err
-	}
-	if err := r.probeTriggers(ctx); err != nil {
 		return err
 	}
 	if col, from, to := keyCharsetChange(r.orig, r.shadow); col != "" && r.vars.Flavor == dbconn.MariaDB {

@@ -250,9 +250,6 @@ func resumable(err error) bool {
 // build are the new table's that it lacks.
 func (r *Runner) resumeShadow(ctx context.Context) error {
 	r.shadowCreated, r.ckptCreated, r.ckpt = true, true, r.resume
-	if err := r.repairTriggers(ctx); err != nil {
-		return err
-	}
 	var err error
 	if r.shadow, err = schema.Load(ctx, r.db, r.cfg.Database, r.names.Shadow); err != nil {
 		return err

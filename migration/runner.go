@@ -78,11 +78,6 @@ type Runner struct {
 	// renaming is set just before the RENAME is sent: from then on the binlog
 	// reader may see sluice's own RENAME, which is no reason to stop.
 	renaming atomic.Bool
-	// trgMoving: the original's triggers are off it, until they are on the
-	// new table and it is renamed, or put back (triggers.go).
-	trgMoving atomic.Bool
-	// triggers: the original's, read at preflight (triggers.go).
-	triggers []schema.Trigger
 	phase    atomic.Value // string
 	// lockAttempts counts Result.LockAttempts: an apply worker settling a
 	// unique-key conflict takes a lock too (settleConflict).
@@ -206,9 +201,6 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 	var errs []error
 	// A run that failed in a way a later run can get past keeps its work.
 	keep := runErr != nil && resumable(runErr) && r.shadowCreated && !r.swapped.Load() && r.ckpt != nil && r.ckpt.File != ""
-	// Triggers neither on the new table nor put back: the checkpoint holds
-	// them, the next run restores them (triggers.go).
-	keep = keep || r.trgMoving.Load() && !r.swapped.Load() && r.ckpt != nil
 	if keep {
 		if err := r.finalCheckpoint(cctx); err != nil {
 			r.log.Warn("could not record the last progress; the next run resumes from an earlier checkpoint", "error", err)

@@ -76,8 +76,8 @@ type Plan struct {
 	// RowKey says, on the copy path of an ALTER that changes the primary
 	// key, by which index of the new table rows are found (RowKeyNote).
 	RowKey string `json:"row_key,omitempty"`
-	// Triggers says, on the copy path of a table with triggers, what
-	// becomes of them.
+	// Triggers says, on the copy path of a table with triggers, that sluice
+	// refuses it.
 	Triggers string `json:"triggers,omitempty"`
 	// LockGuardBlind says why the metadata-lock guard cannot see who holds
 	// the table on this server ("" when it can).
@@ -164,10 +164,7 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 	if p.Path == PathCopy {
 		p.RowKey = RowKeyNote(t, a)
 		if t.Triggers > 0 {
-			p.Triggers = fmt.Sprintf("%d, moved to the new table under the cut-over's lock, just before the swap (no write runs without them or through them twice)", t.Triggers)
-			if srv.MariaDB {
-				p.Triggers = fmt.Sprintf("%d: sluice refuses them on MariaDB (its swap would leave a moment without them)", t.Triggers)
-			}
+			p.Triggers = fmt.Sprintf("%d: sluice refuses tables with triggers on the copy path (the swap would leave them on the old table); run the ALTER natively, or drop them first", t.Triggers)
 		}
 		var sum int64
 		for _, b := range secondaryEntries(t) {
