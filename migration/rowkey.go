@@ -43,9 +43,7 @@ func (r *Runner) shadowRowKey(ctx context.Context) error {
 	}
 	// The shadow's own primary key collides where it lacks a column of the
 	// original's.
-	r.newPKCollides = r.shadow.HasPrimaryKey() && slices.ContainsFunc(r.orig.PrimaryKey, func(c string) bool {
-		return !slices.ContainsFunc(r.shadow.PrimaryKey, func(s string) bool { return strings.EqualFold(s, c) })
-	})
+	r.newPKCollides = r.shadow.HasPrimaryKey() && !schema.HoldsAll(r.shadow.PrimaryKey, r.orig.PrimaryKey)
 	r.log.Info("the ALTER changes the primary key: rows are found in the new table by one of its indexes",
 		"old", strings.Join(r.orig.PrimaryKey, ","), "new", newKey, "index", name, "new key is a unique constraint during the copy", r.newPKCollides)
 	r.shadow.KeyIndex, r.shadow.PrimaryKey = name, slices.Clone(r.orig.PrimaryKey)

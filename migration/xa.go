@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/go-sql-driver/mysql"
+	"github.com/sluicedb/sluice/internal/dbconn"
 )
 
 // Prepared XA transactions. The server logs the rows of an XA transaction
@@ -30,15 +30,21 @@ var errPreparedXA = errors.New("XA transactions prepared before sluice started a
 // xaPoll is how often the list of prepared XA transactions is read again.
 const xaPoll = 100 * time.Millisecond
 
+// The errors of XA RECOVER without the privilege to list other sessions'
+// transactions: XAER_RMERR (MySQL 9.7), or access denied.
+const (
+	errXARMErr              = 1401
+	errSpecificAccessDenied = 1227
+)
+
 // preparedXA returns the server's prepared XA transactions (XA RECOVER),
 // each as one string. ok is false when the account may not list them (MySQL
 // needs XA_RECOVER_ADMIN).
 func preparedXA(ctx context.Context, db *sql.DB) (xids []string, ok bool, err error) {
 	rows, err := db.QueryContext(ctx, "XA RECOVER")
 	if err != nil {
-		var me *mysql.MySQLError
-		if errors.As(err, &me) && (me.Number == 1401 || me.Number == 1227) {
-			return nil, false, nil // XAER_RMERR or access denied: no privilege
+		if n := dbconn.ErrorNumber(err); n == errXARMErr || n == errSpecificAccessDenied {
+			return nil, false, nil // MySQL without XA_RECOVER_ADMIN
 		}
 		return nil, false, fmt.Errorf("list prepared XA transactions: %w", err)
 	}

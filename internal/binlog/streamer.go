@@ -198,7 +198,7 @@ func (s *Streamer) run(ctx context.Context, stream *replication.BinlogStreamer) 
 // when the connection broke) or an event stops the streamer.
 func (s *Streamer) read(ctx context.Context, stream *replication.BinlogStreamer) error {
 	file := s.Position().File
-	s.inTx, s.inBegin, s.inXA = false, false, false // a connection starts at a transaction's edge
+	s.atEdge() // a connection starts at a transaction's edge
 	for {
 		ev, err := stream.GetEvent(ctx)
 		if err != nil {
@@ -215,7 +215,7 @@ func (s *Streamer) read(ctx context.Context, stream *replication.BinlogStreamer)
 		case *replication.RotateEvent:
 			// Also the first event of each connection, naming its start.
 			file = string(e.NextLogName)
-			s.inTx, s.inBegin, s.inXA = false, false, false
+			s.atEdge()
 			s.advance(Position{File: file, Pos: uint32(e.Position)}, ts)
 			continue
 		case *replication.FormatDescriptionEvent:
@@ -235,6 +235,9 @@ func (s *Streamer) read(ctx context.Context, stream *replication.BinlogStreamer)
 		}
 	}
 }
+
+// atEdge records that no transaction is open.
+func (s *Streamer) atEdge() { s.inTx, s.inBegin, s.inXA = false, false, false }
 
 // mariadbPreparedXA flags a MariaDB GTID event that starts the part of an XA
 // transaction logged at its XA PREPARE (FL_PREPARED_XA).
@@ -256,7 +259,7 @@ func binlogFlavor(f dbconn.Flavor) string {
 func (s *Streamer) endsTx(ev *replication.BinlogEvent) bool {
 	switch e := ev.Event.(type) {
 	case *replication.XIDEvent, *replication.TransactionPayloadEvent:
-		s.inTx, s.inBegin, s.inXA = false, false, false
+		s.atEdge()
 		return true
 	case *replication.QueryEvent:
 		q := strings.TrimSpace(string(e.Query[:min(len(e.Query), 64)]))
@@ -271,7 +274,7 @@ func (s *Streamer) endsTx(ev *replication.BinlogEvent) bool {
 		case s.inBegin:
 			return false // a statement inside BEGIN ... COMMIT
 		}
-		s.inTx, s.inBegin, s.inXA = false, false, false
+		s.atEdge()
 		return true
 	case *replication.MariadbGTIDEvent:
 		// A MariaDB transaction starts here; one flagged standalone (a DDL,
@@ -285,7 +288,7 @@ func (s *Streamer) endsTx(ev *replication.BinlogEvent) bool {
 	}
 	switch ev.Header.EventType {
 	case replication.XA_PREPARE_LOG_EVENT:
-		s.inTx, s.inBegin, s.inXA = false, false, false
+		s.atEdge()
 		return true
 	case replication.STOP_EVENT:
 		return !s.inTx

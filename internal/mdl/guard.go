@@ -333,20 +333,16 @@ func (g *Guard) track(ctx context.Context, p Policy, ss []Session, seen *tracked
 // that runs one short statement after another (a reader of a busy table) is
 // seen at every poll, but each statement blocks only while it runs: when
 // s's transaction, or outside one its statement, began after first, it is
-// another blocker. A session idle outside a transaction has no such age. The server counts those ages in whole seconds, so a start
-// is taken as later than first only by more than a second.
+// another blocker. A session idle outside a transaction has no such age.
+// The server counts ages in whole seconds, so a start is taken as later than
+// first only by more than a second.
 func blockingSince(first time.Time, s Session, now time.Time) time.Time {
-	if first.IsZero() {
+	switch {
+	case first.IsZero():
 		return now
-	}
-	if s.Command != "Query" && !s.InTrx {
+	case s.Command != "Query" && !s.InTrx:
 		return first // idle outside a transaction (LOCK TABLES): no age to go by
-	}
-	age := s.TrxAge
-	if s.Command == "Query" || (s.InTrx && s.Command == "Sleep") {
-		age = max(age, s.Time)
-	}
-	if began := now.Add(-age); began.After(first.Add(time.Second)) {
+	case now.Add(-s.age()).After(first.Add(time.Second)):
 		return now
 	}
 	return first

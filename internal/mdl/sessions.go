@@ -63,13 +63,18 @@ func (s Session) Queued() bool { return len(s.Pending) > 0 && len(s.Held) == 0 }
 // statement's time, or its open transaction's age, whichever is longer. Both
 // are counted from a whole second (PROCESSLIST_TIME, trx_started), so a
 // session a few milliseconds old may show 1s: one second is taken off.
-func (s Session) HeldFor() time.Duration {
+func (s Session) HeldFor() time.Duration { return max(s.age()-time.Second, 0) }
+
+// age is how long the session has held what it holds, as the server counts
+// it (whole seconds): its open transaction's age or its statement's time,
+// whichever is longer.
+func (s Session) age() time.Duration {
 	d := s.TrxAge
 	if s.Command == "Query" || (s.InTrx && s.Command == "Sleep") {
 		// Idle inside its transaction that long, holding the lock.
 		d = max(d, s.Time)
 	}
-	return max(d-time.Second, 0)
+	return d
 }
 
 // Wrote reports whether the session's open transaction modified rows.

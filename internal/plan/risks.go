@@ -190,11 +190,7 @@ func primaryKeyRisks(t *schema.Table, cols []string) []Risk {
 				Query: "SELECT COUNT(*) FROM " + t.Quoted() + " WHERE " + q + " IS NULL", CountWhat: "rows hold NULL there, which would fail the copy"})
 		}
 	}
-	covers := len(t.PrimaryKey) > 0 && len(cols) > 0
-	for _, k := range t.PrimaryKey {
-		covers = covers && slices.ContainsFunc(cols, func(c string) bool { return strings.EqualFold(c, k) })
-	}
-	if !covers {
+	if len(t.PrimaryKey) == 0 || len(cols) == 0 || !schema.HoldsAll(cols, t.PrimaryKey) {
 		r := uniqueRisk(t, "("+strings.Join(cols, ", ")+")", cols)
 		r.Detail = "adds PRIMARY KEY (" + strings.Join(cols, ", ") + "), which does not hold every column of the current key (" +
 			strings.Join(t.PrimaryKey, ", ") + "): a duplicate stops the migration (no row is dropped)"

@@ -17,17 +17,7 @@ func RowKeyNote(t *schema.Table, a *ddl.Alter) string {
 		return ""
 	}
 	old := strings.Join(t.PrimaryKey, ", ")
-	led := func(cols []string) bool {
-		if len(cols) < len(t.PrimaryKey) {
-			return false
-		}
-		for i, k := range t.PrimaryKey {
-			if !strings.EqualFold(cols[i], k) {
-				return false
-			}
-		}
-		return true
-	}
+	led := func(cols []string) bool { return schema.LedBy(cols, t.PrimaryKey) }
 	dropped := map[string]bool{}
 	var added []schema.Index
 	for _, spec := range a.Specs {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
@@ -58,13 +59,13 @@ func indexes(ctx context.Context, db *sql.DB, t *Table) ([]*index, error) {
 		if n := len(out); n == 0 || out[n-1].name != name {
 			out = append(out, &index{name: name, unique: vals[at["non_unique"]].String == "0", whole: true, notNull: true})
 		}
+		k := out[len(out)-1]
 		if i, ok := at["visible"]; ok && strings.EqualFold(vals[i].String, "NO") {
-			out[len(out)-1].hidden = true
+			k.hidden = true
 		}
 		if i, ok := at["ignored"]; ok && strings.EqualFold(vals[i].String, "YES") {
-			out[len(out)-1].hidden = true
+			k.hidden = true
 		}
-		k := out[len(out)-1]
 		if !k.whole || !k.notNull {
 			continue
 		}
@@ -113,18 +114,36 @@ func KeyLedBy(ctx context.Context, db *sql.DB, t *Table, key []string) (string, 
 		return "", err
 	}
 	for _, k := range keys {
-		if len(k.cols) < len(key) || k.hidden {
-			continue
-		}
-		led := true
-		for i, c := range key {
-			led = led && strings.EqualFold(k.cols[i], c)
-		}
-		if led {
+		if !k.hidden && LedBy(k.cols, key) {
 			return k.name, nil
 		}
 	}
 	return "", nil
+}
+
+// LedBy reports whether the index columns cols begin with key's columns, in
+// that order (names compared as the server does, case-insensitively).
+func LedBy(cols, key []string) bool {
+	if len(cols) < len(key) {
+		return false
+	}
+	for i, c := range key {
+		if !strings.EqualFold(cols[i], c) {
+			return false
+		}
+	}
+	return true
+}
+
+// HoldsAll reports whether cols hold every column of key, in any order: a
+// unique key on cols then never sees two rows that key tells apart collide.
+func HoldsAll(cols, key []string) bool {
+	for _, k := range key {
+		if !slices.ContainsFunc(cols, func(c string) bool { return strings.EqualFold(c, k) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // KeyHint is the index hint that reads the table by its row key:
