@@ -569,7 +569,8 @@ func TestTableChangesDuringMigrationStopIt(t *testing.T) {
 }
 
 // TestTwoMigrationsOfOneTable starts a second migration while the first one
-// copies: the second refuses at once and the first completes.
+// copies: the second refuses (after the run lock's few seconds' wait) and the
+// first completes.
 func TestTwoMigrationsOfOneTable(t *testing.T) {
 	db := tableT(t, 20000)
 	cfg := config(t, db, "t", "ADD COLUMN x INT")

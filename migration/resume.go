@@ -30,14 +30,19 @@ func runLockName(database, table string) string {
 	return "sluice:" + hex.EncodeToString(sum[:16])
 }
 
+// runLockWait is how long, in seconds, a run waits for the table's named lock.
+const runLockWait = 5
+
 // takeRunLock takes the table's named lock, or says another run holds it.
 func (r *Runner) takeRunLock(ctx context.Context) error {
 	conn, err := r.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
+	// A few seconds' wait: the session of a run killed a moment ago holds
+	// the lock until the server has seen its connection close.
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", runLockName(r.cfg.Database, r.cfg.Table)).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", runLockName(r.cfg.Database, r.cfg.Table), runLockWait).Scan(&got); err != nil {
 		conn.Close()
 		return fmt.Errorf("%w: take the migration's lock: %w", ErrPreflight, err)
 	}
