@@ -171,8 +171,8 @@ var autoIncOption = regexp.MustCompile(` AUTO_INCREMENT=[0-9]+`)
 
 // definitionHash hashes a table's definition as SHOW CREATE TABLE gives it,
 // without its name and its AUTO_INCREMENT counter, and without its
-// secondary indexes when stripIndexes is set (the shadow gains them during
-// the run).
+// secondary indexes and foreign keys when stripIndexes is set (the shadow
+// gains them during the run).
 func definitionHash(ctx context.Context, db *sql.DB, database, table string, stripIndexes bool) (string, error) {
 	ddl, err := schema.ShowCreate(ctx, db, database, table)
 	if err != nil {
@@ -196,6 +196,8 @@ func hashDefinition(ddl string, stripIndexes bool) string {
 			l = "CREATE TABLE" // the name differs once the shadow is swapped in
 		case skip[l]:
 			continue
+		case stripIndexes && strings.HasPrefix(l, "CONSTRAINT ") && strings.Contains(l, " FOREIGN KEY "):
+			continue // added at the cut-over (foreignkeys.go)
 		}
 		keep = append(keep, l)
 	}

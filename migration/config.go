@@ -243,6 +243,9 @@ type Result struct {
 	// RenamedChecks are the CHECK constraints the user named on the original;
 	// the new table has them under generated names (<table>_chk_N).
 	RenamedChecks []string
+	// RenamedForeignKeys are the foreign keys the user named on the
+	// original, as "name -> new name" (foreignkeys.go).
+	RenamedForeignKeys []string
 	// LockGuardBlind says why the metadata-lock guard could not see the
 	// table's lock holders and queue on this server ("" when it could).
 	LockGuardBlind string

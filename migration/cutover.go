@@ -16,6 +16,12 @@ func (r *Runner) cutover(ctx context.Context) error {
 	shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
 	oldQ := dbconn.QuoteTable(r.cfg.Database, r.names.Old)
 	spec := r.orig.Quoted() + " WRITE, " + shadowQ + " WRITE"
+	for _, p := range r.parentTables() {
+		// The foreign keys added to the shadow and the RENAME take the
+		// parents' metadata locks: held from the start, nothing can come
+		// between the two (foreignkeys.go).
+		spec += ", " + dbconn.QuoteTable(r.cfg.Database, p) + " WRITE"
+	}
 	if !r.renameUnderLock() {
 		// Writes stop, the shadow stays free for the RENAME (sentry.go).
 		spec = r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, sentryName(r.orig.Name)) + " WRITE"
@@ -58,6 +64,9 @@ func (r *Runner) cutover(ctx context.Context) error {
 		start := time.Now()
 		err := r.finishLocked(ctx, lock)
 		r.res.CutoverVerify = time.Since(start) - r.res.CutoverDrain
+		if err == nil && r.renameUnderLock() {
+			err = r.addForeignKeys(ctx, lock)
+		}
 		if err == nil {
 			r.renaming.Store(true)
 			if r.renameUnderLock() {
@@ -70,10 +79,12 @@ func (r *Runner) cutover(ctx context.Context) error {
 			}
 			if err != nil {
 				r.renaming.Store(false)
+				r.dropShadowForeignKeys(ctx, lock)
 			}
 		}
 		if err == nil {
 			r.swapped.Store(true)
+			r.releaseOld(ctx, lock)
 			r.res.CutoverLock = time.Since(start)
 		}
 		return err
@@ -128,7 +139,7 @@ func (r *Runner) finishLocked(ctx context.Context, lock *sql.Conn) error {
 
 // dropGuarded drops a table sluice created, through the metadata-lock guard.
 func (r *Runner) dropGuarded(ctx context.Context, name string) error {
-	return r.lockGuard(name).Run(ctx, "DROP TABLE "+name, func(ctx context.Context, conn *sql.Conn) error {
+	return r.lockGuard(append([]string{name}, r.parentTables()...)...).Run(ctx, "DROP TABLE "+name, func(ctx context.Context, conn *sql.Conn) error {
 		_, err := conn.ExecContext(ctx, "DROP TABLE IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, name))
 		return err
 	})

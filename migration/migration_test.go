@@ -333,7 +333,7 @@ func TestPreflightRefusals(t *testing.T) {
 	}{
 		{table: "missing", alter: "ADD COLUMN x INT", want: "does not exist"},
 		{table: "nopk", alter: "ADD COLUMN x INT", want: "no primary key"},
-		{table: "child", alter: "ADD COLUMN x INT", want: "foreign keys"},
+		{table: "parent", alter: "ADD COLUMN x INT", want: "referenced by foreign keys"},
 		{table: "trig", alter: "ADD COLUMN x INT", want: "triggers"},
 		{table: "fk", alter: "ADD COLUMN x INT", want: "cannot compare exactly"},
 		{table: "ok", alter: "ADD COLUMN x INT NOT NULL DEFAULT 'abc'", want: "does not apply"},

@@ -51,6 +51,11 @@ type ServerVars struct {
 	// the server's binlog filters.
 	Database                   string
 	BinlogDoDB, BinlogIgnoreDB []string
+	// CascadesLogged: the server writes the changes a foreign key's
+	// CASCADE or SET NULL makes to a child table to the binlog (MySQL with
+	// SQL-layer foreign keys, innodb_native_foreign_keys=OFF; not MariaDB,
+	// nor MySQL before 9, where InnoDB makes them unseen).
+	CascadesLogged bool
 }
 
 // filtered reports whether binlog filters keep database's changes out of the
@@ -84,6 +89,10 @@ func readServerVars(ctx context.Context, db *sql.DB, database string) (ServerVar
 		db.QueryRowContext(ctx, "SELECT @@global.log_slave_updates").Scan(&updates) // before 8.0.26
 	}
 	v.ReplicaUpdates = updates.String == "1" || strings.EqualFold(updates.String, "ON")
+	var native sql.NullString
+	if v.Flavor != dbconn.MariaDB && db.QueryRowContext(ctx, "SELECT @@global.innodb_native_foreign_keys").Scan(&native) == nil {
+		v.CascadesLogged = native.String == "0" || strings.EqualFold(native.String, "OFF")
+	}
 	var channels int
 	// A replica has at least one channel configured (REPLICATION CLIENT,
 	// which sluice needs anyway, reads it).
@@ -303,14 +312,13 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 		return preflightErr("table %s has no primary key, nor a unique index of whole NOT NULL columns; sluice needs one to copy in ranges and to find changed rows: add a primary key first", t.Name)
 	case t.PKPrefix:
 		return preflightErr("table %s's primary key uses a column prefix; sluice needs whole-column keys", t.Name)
-	case t.ForeignKeys > 0:
-		return preflightErr("table %s has foreign keys (or is referenced by them); sluice does not migrate such tables yet", t.Name)
 	case t.Triggers > 0:
 		return preflightErr("table %s has triggers; sluice does not migrate such tables yet", t.Name)
 	case r.alter.ChangesPrimaryKey && !t.HasPrimaryKey():
 		return preflightErr("the ALTER changes the primary key of a table whose rows are found by its %s; sluice does not support that yet", rowKeyName(t))
-	case r.alter.AddsForeignKey:
-		return preflightErr("the ALTER adds a foreign key; sluice does not migrate tables with foreign keys yet: run this ALTER natively")
+	}
+	if err := foreignKeyRefusal(t, r.alter, r.vars, r.renameUnderLock()); err != nil {
+		return err
 	}
 	for _, k := range t.PrimaryKey {
 		if r.alter.Dropped[strings.ToLower(k)] {
@@ -502,6 +510,9 @@ func (r *Runner) shadowReady(ctx context.Context) error {
 	if err := r.noteNamedChecks(ctx); err != nil {
 		return err
 	}
+	if err := r.checkShadowForeignKeys(ctx); err != nil {
+		return err
+	}
 	r.log.Info("shadow table ready", "table", r.names.Shadow, "columns_copied", len(r.mapping.Pairs))
 	return nil
 }
@@ -573,7 +584,7 @@ func (r *Runner) recheckOriginal(ctx context.Context) error {
 		return fmt.Errorf("read %s again: %w", r.orig.Name, err)
 	}
 	same := len(now.Columns) == len(r.orig.Columns) && sameKey(now.PrimaryKey, r.orig.PrimaryKey) &&
-		now.Triggers == r.orig.Triggers && now.ForeignKeys == r.orig.ForeignKeys && len(now.Indexes) == len(r.orig.Indexes)
+		now.Triggers == r.orig.Triggers && fmt.Sprint(now.ForeignKeys, now.ReferencedBy) == fmt.Sprint(r.orig.ForeignKeys, r.orig.ReferencedBy) && len(now.Indexes) == len(r.orig.Indexes)
 	for i := 0; same && i < len(now.Columns); i++ {
 		a, b := now.Columns[i], r.orig.Columns[i]
 		same = a.Name == b.Name && a.ColumnType == b.ColumnType && a.Collation == b.Collation && a.Nullable == b.Nullable && a.Generated == b.Generated

@@ -259,6 +259,9 @@ func (r *Runner) resumeShadow(ctx context.Context) error {
 	if r.shadow, err = schema.Load(ctx, r.db, r.cfg.Database, r.names.Shadow); err != nil {
 		return err
 	}
+	if err := r.resumeForeignKeys(ctx); err != nil {
+		return err
+	}
 	if err := r.shadowRowKey(ctx); err != nil {
 		return err
 	}

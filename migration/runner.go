@@ -545,7 +545,7 @@ func (r *Runner) drainUnderReadLock(ctx context.Context, what string, keepHeld b
 // TABLES, or by discarding the connection.
 func (r *Runner) withTableLock(ctx context.Context, what, spec string, before func(context.Context) error, after func(),
 	fn func(ctx context.Context, lock *sql.Conn) error) error {
-	g := r.lockGuard(r.orig.Name, r.names.Shadow)
+	g := r.lockGuard(append([]string{r.orig.Name, r.names.Shadow}, r.parentTables()...)...)
 	g.Before, g.After = before, after
 	if r.cfg.CutoverLockTimeout > 0 {
 		g.Policy.Budget = r.cfg.CutoverLockTimeout

@@ -222,6 +222,9 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		fmt.Fprintf(out, "sluice: the CHECK constraints %s keep their conditions under generated names (%s_chk_N): MySQL keeps constraint names unique in a database and cannot rename one\n",
 			strings.Join(res.RenamedChecks, ", "), f.table)
 	}
+	if len(res.RenamedForeignKeys) > 0 {
+		fmt.Fprintf(out, "sluice: foreign keys renamed on the new table (MySQL keeps constraint names unique in a database): %s\n", strings.Join(res.RenamedForeignKeys, ", "))
+	}
 	if len(res.ChecksumSkipped) > 0 {
 		fmt.Fprintf(out, "sluice: columns the checksum could not compare (their conversion has no exact SQL form): %s\n", strings.Join(res.ChecksumSkipped, ", "))
 	}

@@ -33,6 +33,8 @@ type Alter struct {
 	// AddsForeignKey is true when the clause adds a foreign key (ADD
 	// FOREIGN KEY, or a column defined with REFERENCES).
 	AddsForeignKey bool
+	// DropsForeignKeys names the foreign keys the clause drops.
+	DropsForeignKeys []string
 	// RenamesTable is true for RENAME [TO|AS] other.
 	RenamesTable bool
 	// Specs are the clause's parts, as the parser sees them.
@@ -149,6 +151,8 @@ func Parse(clause string) (*Alter, error) {
 			}
 		case ast.AlterTableRenameTable:
 			out.RenamesTable = true
+		case ast.AlterTableDropForeignKey:
+			out.DropsForeignKeys = append(out.DropsForeignKeys, spec.Name)
 		}
 	}
 	for _, spec := range at.Specs {

@@ -79,6 +79,9 @@ type Plan struct {
 	// Triggers says, on the copy path of a table with triggers, that sluice
 	// refuses it.
 	Triggers string `json:"triggers,omitempty"`
+	// ForeignKeys says, on the copy path of a table with foreign keys, what
+	// becomes of them (ForeignKeysNote).
+	ForeignKeys string `json:"foreign_keys,omitempty"`
 	// LockGuardBlind says why the metadata-lock guard cannot see who holds
 	// the table on this server ("" when it can).
 	LockGuardBlind string `json:"lock_guard_blind,omitempty"`
@@ -166,6 +169,7 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 		if t.Triggers > 0 {
 			p.Triggers = fmt.Sprintf("%d: sluice refuses tables with triggers on the copy path (the swap would leave them on the old table); run the ALTER natively, or drop them first", t.Triggers)
 		}
+		p.ForeignKeys = ForeignKeysNote(t)
 		var sum int64
 		for _, b := range secondaryEntries(t) {
 			sum += b
@@ -364,6 +368,9 @@ func (p *Plan) Text() string {
 	}
 	if p.Triggers != "" {
 		fmt.Fprintf(&b, "triggers: %s\n", p.Triggers)
+	}
+	if p.ForeignKeys != "" {
+		fmt.Fprintf(&b, "foreign keys: %s\n", p.ForeignKeys)
 	}
 	b.WriteString("session settings:\n")
 	for _, s := range p.Settings {

@@ -58,8 +58,12 @@ type Table struct {
 	// "" when the table has neither.
 	KeyIndex string
 	// PKPrefix is true when some primary key part is a column prefix.
-	PKPrefix      bool
-	ForeignKeys   int // constraints on this table or referencing it
+	PKPrefix bool
+	// ForeignKeys are the table's own foreign keys (it is their child);
+	// ReferencedBy names the constraints of tables, this one included, that
+	// reference it, as "db.table (constraint)".
+	ForeignKeys   []ForeignKey
+	ReferencedBy  []string
 	Triggers      int
 	EstimatedRows int64
 	Engine        string
@@ -229,11 +233,8 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 		return nil, err
 	}
 
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE
-		WHERE REFERENCED_TABLE_NAME IS NOT NULL AND ((TABLE_SCHEMA = ? AND TABLE_NAME = ?)
-		OR (REFERENCED_TABLE_SCHEMA = ? AND REFERENCED_TABLE_NAME = ?))`,
-		database, name, database, name).Scan(&t.ForeignKeys); err != nil {
-		return nil, fmt.Errorf("read foreign keys of %s.%s: %w", database, name, err)
+	if err := loadForeignKeys(ctx, db, t); err != nil {
+		return nil, err
 	}
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TRIGGERS
 		WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?`, database, name).Scan(&t.Triggers); err != nil {

@@ -1,0 +1,263 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/ddl"
+	"github.com/sluicedb/sluice/internal/schema"
+)
+
+// The table's own foreign keys (it is their child) on the copy path.
+//
+// The shadow is made without them (CREATE TABLE LIKE drops them): during
+// the copy a constraint on the shadow would refuse a parent's delete that
+// the original allows, for a child row the apply has not yet deleted. They
+// are added under the cut-over's lock, after the last changes are applied,
+// with foreign_key_checks off (the server adds them without reading a row:
+// the rows are the original's, checked by the server as they were written),
+// and the RENAME follows. Both statements take the parent's metadata lock,
+// which the guard therefore watches (parentTables).
+//
+// A CASCADE or SET NULL changes the child's rows when the parent's change;
+// the binlog holds those changes only where the server applies foreign keys
+// in its SQL layer (ServerVars.CascadesLogged). Elsewhere such a key is
+// refused: its changes would be lost.
+
+// foreignKeyRefusal says why the copy path cannot take table t's foreign
+// keys with this ALTER, or nil. underLock: the cut-over renames under
+// LOCK TABLES (not MariaDB's sentry cut-over). Pure.
+func foreignKeyRefusal(t *schema.Table, a *ddl.Alter, v ServerVars, underLock bool) error {
+	if len(t.ReferencedBy) > 0 {
+		return preflightErr("table %s is referenced by foreign keys (%s); sluice does not migrate a parent table yet: run this ALTER natively", t.Name, strings.Join(t.ReferencedBy, ", "))
+	}
+	if a.AddsForeignKey {
+		return preflightErr("the ALTER adds a foreign key, which sluice would have to check against every row; run this ALTER natively (or add the key afterwards with a native ALTER)")
+	}
+	if len(t.ForeignKeys) == 0 {
+		return nil
+	}
+	if len(a.DropsForeignKeys) > 0 {
+		return preflightErr("the ALTER drops foreign key %s; drop it first with its own ALTER TABLE %s DROP FOREIGN KEY %s (in place, instant), then run sluice with the rest", a.DropsForeignKeys[0], t.Name, a.DropsForeignKeys[0])
+	}
+	if !underLock {
+		return preflightErr("table %s has foreign keys; sluice carries them to the new table only on MySQL so far: run this ALTER natively", t.Name)
+	}
+	for _, fk := range t.ForeignKeys {
+		if !strings.EqualFold(fk.RefSchema, t.Database) {
+			return preflightErr("foreign key %s of %s references %s, in another database; sluice carries only foreign keys to tables of the same database so far", fk.Name, t.Name, fk.Parent())
+		}
+		if fk.Cascades() && !v.CascadesLogged {
+			return preflightErr("foreign key %s of %s has ON DELETE %s ON UPDATE %s, and this server does not write the changes it makes to %s to the binary log (%s), so sluice cannot see them; run this ALTER natively",
+				fk.Name, t.Name, fk.OnDelete, fk.OnUpdate, t.Name, cascadeWhy(v))
+		}
+	}
+	return nil
+}
+
+func cascadeWhy(v ServerVars) string {
+	if v.Flavor == dbconn.MariaDB {
+		return "MariaDB's InnoDB applies them"
+	}
+	return "InnoDB applies them: MySQL before 9, or innodb_native_foreign_keys=ON"
+}
+
+// checkShadowForeignKeys checks, once the shadow exists, that each of the
+// original's foreign keys will hold on it: its columns are there with the
+// same types, an index begins with them, and the names the constraints
+// take are free.
+func (r *Runner) checkShadowForeignKeys(ctx context.Context) error {
+	for _, fk := range r.orig.ForeignKeys {
+		for _, c := range fk.Columns {
+			o, _ := r.orig.Column(c)
+			n, ok := r.shadow.Column(c)
+			if !ok {
+				return preflightErr("the ALTER drops or renames column %s of foreign key %s; drop the foreign key first with its own ALTER", c, fk.Name)
+			}
+			if o.ColumnType != n.ColumnType || o.Collation != n.Collation {
+				return preflightErr("the ALTER changes column %s of foreign key %s (%s -> %s); drop the foreign key first, or run this ALTER natively", c, fk.Name, o.ColumnType, n.ColumnType)
+			}
+		}
+		if !indexLedBy(r.shadow.Indexes, fk.Columns) {
+			return preflightErr("the ALTER drops the index foreign key %s needs (on %s); keep an index that begins with those columns", fk.Name, strings.Join(fk.Columns, ", "))
+		}
+		onShadow, after := schema.ForeignKeyFor(r.orig.Name, r.names.Shadow, fk.Name)
+		if len(onShadow) > 64 {
+			return preflightErr("foreign key %s would take the name %s on the new table, longer than the server allows; rename it first", fk.Name, onShadow)
+		}
+		if n, generated := strings.CutPrefix(strings.ToLower(fk.Name), strings.ToLower(r.orig.Name)+"_ibfk_"); generated && after == fk.Name {
+			// The swap renames the original, and with it this name, to
+			// the old table's, stamped with the time when taken.
+			if old := schema.StampedOld(r.orig.Name, time.Now()); len(old)+len("_ibfk_")+len(n) > 64 {
+				return preflightErr("foreign key %s would take a name longer than the server allows when the swap renames %s to %s; rename the foreign key first", fk.Name, r.orig.Name, old)
+			}
+		}
+		for _, name := range []string{onShadow, after} {
+			if strings.EqualFold(name, fk.Name) {
+				continue
+			}
+			var n int
+			if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLE_CONSTRAINTS
+				WHERE CONSTRAINT_SCHEMA = ? AND CONSTRAINT_NAME = ? AND TABLE_NAME <> ?`, r.cfg.Database, name, r.names.Shadow).Scan(&n); err != nil {
+				return fmt.Errorf("read the constraint names of %s: %w", r.cfg.Database, err)
+			}
+			if n > 0 {
+				return preflightErr("foreign key %s would take the name %s on the new table, which another constraint holds; rename one of them first", fk.Name, name)
+			}
+		}
+		if after != fk.Name {
+			r.res.RenamedForeignKeys = append(r.res.RenamedForeignKeys, fk.Name+" -> "+after)
+		}
+	}
+	if len(r.res.RenamedForeignKeys) > 0 {
+		r.log.Warn("foreign keys the user named take another name on the new table (a constraint name is unique in a database, and the original holds it until the swap)",
+			"renamed", strings.Join(r.res.RenamedForeignKeys, ","))
+	}
+	return nil
+}
+
+func indexLedBy(ixs []schema.Index, cols []string) bool {
+	for _, ix := range ixs {
+		if ix.Kind != "FULLTEXT" && ix.Kind != "SPATIAL" && schema.LedBy(ix.Columns, cols) {
+			return true
+		}
+	}
+	return false
+}
+
+// parentTables names the tables the original's foreign keys reference,
+// other than itself: the cut-over's statements take their metadata locks.
+func (r *Runner) parentTables() []string {
+	if r.orig == nil {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{strings.ToLower(r.orig.Name): true}
+	for _, fk := range r.orig.ForeignKeys {
+		if k := strings.ToLower(fk.RefTable); !seen[k] {
+			seen[k] = true
+			out = append(out, fk.RefTable)
+		}
+	}
+	return out
+}
+
+// addForeignKeys adds the original's foreign keys to the shadow on conn,
+// which holds the cut-over's locks, those the shadow has not got (an
+// earlier attempt of the cut-over may have added them), without checking
+// rows.
+func (r *Runner) addForeignKeys(ctx context.Context, conn *sql.Conn) error {
+	if len(r.orig.ForeignKeys) == 0 {
+		return nil
+	}
+	have := map[string]bool{}
+	rows, err := conn.QueryContext(ctx, `SELECT CONSTRAINT_NAME FROM information_schema.REFERENTIAL_CONSTRAINTS
+		WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?`, r.cfg.Database, r.names.Shadow)
+	if err != nil {
+		return fmt.Errorf("read the new table's foreign keys: %w", err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return err
+		}
+		have[strings.ToLower(n)] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var adds []string
+	for _, fk := range r.orig.ForeignKeys {
+		name, _ := schema.ForeignKeyFor(r.orig.Name, r.names.Shadow, fk.Name)
+		if !have[strings.ToLower(name)] {
+			adds = append(adds, "ADD "+fk.Definition(name))
+		}
+	}
+	if len(adds) == 0 {
+		return nil
+	}
+	if _, err := conn.ExecContext(ctx, "SET SESSION foreign_key_checks = 0"); err != nil {
+		return err
+	}
+	_, err = conn.ExecContext(ctx, "ALTER TABLE "+dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)+" "+strings.Join(adds, ", "))
+	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION foreign_key_checks = 1"); rerr != nil && err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return fmt.Errorf("add the foreign keys to the new table: %w", err)
+	}
+	return nil
+}
+
+// dropShadowForeignKeys takes the foreign keys off the shadow again, when the
+// RENAME that was to follow their addition failed: until the next attempt
+// the apply runs behind the original, and a constraint on the shadow would
+// refuse a parent's delete for a child row the apply has yet to delete.
+// conn holds the cut-over's locks, the parents' among them. A failure is
+// logged: the next attempt, or the next run (resumeForeignKeys), tries again.
+func (r *Runner) dropShadowForeignKeys(ctx context.Context, conn *sql.Conn) {
+	if len(r.orig.ForeignKeys) == 0 {
+		return
+	}
+	if err := r.dropForeignKeys(context.WithoutCancel(ctx), conn); err != nil {
+		r.log.Warn("could not take the foreign keys off the new table after a failed swap", "err", err)
+	}
+}
+
+// dropForeignKeys drops every foreign key the shadow has, on conn.
+func (r *Runner) dropForeignKeys(ctx context.Context, conn *sql.Conn) error {
+	return r.dropForeignKeysOf(ctx, conn, r.names.Shadow)
+}
+
+// dropForeignKeysOf drops every foreign key table has, on conn.
+func (r *Runner) dropForeignKeysOf(ctx context.Context, conn *sql.Conn, table string) error {
+	t, err := schema.Load(ctx, r.db, r.cfg.Database, table)
+	if err != nil || len(t.ForeignKeys) == 0 {
+		return err
+	}
+	var drops []string
+	for _, fk := range t.ForeignKeys {
+		drops = append(drops, "DROP FOREIGN KEY "+dbconn.QuoteIdent(fk.Name))
+	}
+	_, err = conn.ExecContext(ctx, "ALTER TABLE "+dbconn.QuoteTable(r.cfg.Database, table)+" "+strings.Join(drops, ", "))
+	return err
+}
+
+// releaseOld takes the foreign keys off the old table right after the
+// RENAME, on conn, which still holds the cut-over's locks (the renamed
+// tables stay locked under their new names). Kept, the old table would stay
+// a child of the parents: a RESTRICT key would refuse a parent's delete for
+// rows only the old table still has, and a CASCADE would write to it. The
+// swap is done: a failure is reported, not returned.
+func (r *Runner) releaseOld(ctx context.Context, conn *sql.Conn) {
+	if len(r.orig.ForeignKeys) == 0 {
+		return
+	}
+	if err := r.dropForeignKeysOf(context.WithoutCancel(ctx), conn, r.names.Old); err != nil {
+		r.log.Warn("the old table keeps its foreign keys: drop it, or its foreign keys, before its parents' rows are deleted", "table", r.names.Old, "err", err)
+	}
+}
+
+// resumeForeignKeys takes off a resumed shadow the foreign keys a run that
+// died in its cut-over added, through the metadata-lock guard (the ALTER
+// takes the parents' locks).
+func (r *Runner) resumeForeignKeys(ctx context.Context) error {
+	if len(r.shadow.ForeignKeys) == 0 {
+		return nil
+	}
+	tables := append([]string{r.names.Shadow}, r.parentTables()...)
+	err := r.lockGuard(tables...).Run(ctx, "drop the foreign keys of "+r.names.Shadow, func(ctx context.Context, conn *sql.Conn) error {
+		return r.dropForeignKeys(ctx, conn)
+	})
+	if err != nil {
+		return fmt.Errorf("take the foreign keys a cut-over added off %s: %w", r.names.Shadow, err)
+	}
+	r.shadow.ForeignKeys = nil
+	return nil
+}

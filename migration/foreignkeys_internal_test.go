@@ -1,0 +1,55 @@
+package migration
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluicedb/sluice/internal/ddl"
+	"github.com/sluicedb/sluice/internal/schema"
+)
+
+func TestForeignKeyRefusal(t *testing.T) {
+	restrict := schema.ForeignKey{Name: "f", Columns: []string{"p"}, RefSchema: "shop", RefTable: "parent", RefColumns: []string{"id"}, OnDelete: "RESTRICT", OnUpdate: "NO ACTION"}
+	cascade := restrict
+	cascade.OnDelete = "CASCADE"
+	elsewhere := restrict
+	elsewhere.RefSchema = "other"
+	child := func(fks ...schema.ForeignKey) *schema.Table {
+		return &schema.Table{Database: "shop", Name: "t", ForeignKeys: fks}
+	}
+	alter := func(clause string) *ddl.Alter {
+		a, err := ddl.Parse(clause)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	logged, unlogged := ServerVars{CascadesLogged: true}, ServerVars{}
+	cases := []struct {
+		name      string
+		t         *schema.Table
+		a         *ddl.Alter
+		v         ServerVars
+		underLock bool
+		want      string // "" = accepted
+	}{
+		{"no keys", child(), alter("ADD x INT"), unlogged, false, ""},
+		{"restrict, unlogged", child(restrict), alter("ADD x INT"), unlogged, true, ""},
+		{"cascade, logged", child(cascade), alter("ADD x INT"), logged, true, ""},
+		{"cascade, unlogged", child(cascade), alter("ADD x INT"), unlogged, true, "does not write the changes"},
+		{"sentry cut-over", child(restrict), alter("ADD x INT"), logged, false, "only on MySQL so far"},
+		{"another database", child(elsewhere), alter("ADD x INT"), logged, true, "another database"},
+		{"drops one", child(restrict), alter("DROP FOREIGN KEY f, ADD x INT"), logged, true, "drop it first"},
+		{"adds one", child(), alter("ADD FOREIGN KEY (x) REFERENCES parent (id)"), logged, true, "adds a foreign key"},
+		{"a parent", &schema.Table{Name: "t", ReferencedBy: []string{"shop.c (fk)"}}, alter("ADD x INT"), logged, true, "referenced by foreign keys (shop.c (fk))"},
+	}
+	for _, c := range cases {
+		err := foreignKeyRefusal(c.t, c.a, c.v, c.underLock)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,359 @@
+package migration_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/testdb"
+	"github.com/sluicedb/sluice/migration"
+)
+
+// fkChild is one row of c in the model.
+type fkChild struct {
+	pid int64
+	qid sql.NullInt64
+	v   int64
+}
+
+// fkWriter owns the parents, q rows and children whose id is i modulo n, so
+// its model is exact: nothing another writer does touches its rows.
+type fkWriter struct {
+	i, n     int64
+	next     int64 // the next id it creates
+	parents  []int64
+	qs       []int64
+	children map[int64]fkChild
+	ops      map[string]int
+}
+
+func (w *fkWriter) id() int64 { w.next += w.n; return w.next }
+
+func pick(r *rand.Rand, ids []int64) (int64, int) {
+	k := r.IntN(len(ids))
+	return ids[k], k
+}
+
+// step runs one random transaction and, once it commits, applies it to the
+// model, with the cascades the server makes: ON DELETE/UPDATE CASCADE from p,
+// ON DELETE SET NULL from q. A child's own r row is deleted with it in one
+// transaction, after it: the r key is RESTRICT, and a constraint on a shadow
+// the apply has not caught up with would refuse that delete.
+func (w *fkWriter) step(ctx context.Context, db *sql.DB, r *rand.Rand) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var commit func()
+	op := ""
+	switch k := r.IntN(10); {
+	case k < 3 || len(w.children) < 10: // a child, with its r row
+		id, pid := w.id(), w.parents[r.IntN(len(w.parents))]
+		q := sql.NullInt64{Int64: w.qs[r.IntN(len(w.qs))], Valid: r.IntN(2) == 0}
+		v := r.Int64N(1000)
+		if _, err = tx.ExecContext(ctx, "INSERT INTO r VALUES (?)", id); err == nil {
+			_, err = tx.ExecContext(ctx, "INSERT INTO c (id, pid, qid, rid, v) VALUES (?, ?, ?, ?, ?)", id, pid, q, id, v)
+		}
+		op, commit = "insert child", func() { w.children[id] = fkChild{pid, q, v} }
+	case k < 5:
+		id := anyKey(r, w.children)
+		v, pid := r.Int64N(1000), w.parents[r.IntN(len(w.parents))]
+		_, err = tx.ExecContext(ctx, "UPDATE c SET v = ?, pid = ? WHERE id = ?", v, pid, id)
+		op, commit = "update child", func() { c := w.children[id]; c.v, c.pid = v, pid; w.children[id] = c }
+	case k < 6:
+		id := anyKey(r, w.children)
+		if _, err = tx.ExecContext(ctx, "DELETE FROM c WHERE id = ?", id); err == nil {
+			_, err = tx.ExecContext(ctx, "DELETE FROM r WHERE id = ?", id)
+		}
+		op, commit = "delete child and its r row", func() { delete(w.children, id) }
+	case k < 7 && len(w.parents) > 5: // cascades: its children go
+		pid, at := pick(r, w.parents)
+		_, err = tx.ExecContext(ctx, "DELETE FROM p WHERE id = ?", pid)
+		op, commit = "delete parent", func() {
+			w.parents = slices.Delete(w.parents, at, at+1)
+			for id, c := range w.children {
+				if c.pid == pid {
+					delete(w.children, id)
+				}
+			}
+		}
+	case k < 8: // cascades: its children follow the new id
+		pid, at := pick(r, w.parents)
+		nid := w.id()
+		_, err = tx.ExecContext(ctx, "UPDATE p SET id = ? WHERE id = ?", nid, pid)
+		op, commit = "move parent", func() {
+			w.parents[at] = nid
+			for id, c := range w.children {
+				if c.pid == pid {
+					c.pid = nid
+					w.children[id] = c
+				}
+			}
+		}
+	case k < 9 && len(w.qs) > 3: // SET NULL on its children
+		qid, at := pick(r, w.qs)
+		_, err = tx.ExecContext(ctx, "DELETE FROM q WHERE id = ?", qid)
+		op, commit = "delete q", func() {
+			w.qs = slices.Delete(w.qs, at, at+1)
+			for id, c := range w.children {
+				if c.qid.Valid && c.qid.Int64 == qid {
+					c.qid = sql.NullInt64{}
+					w.children[id] = c
+				}
+			}
+		}
+	default:
+		pid, qid := w.id(), w.id()
+		if _, err = tx.ExecContext(ctx, "INSERT INTO p VALUES (?, 0)", pid); err == nil {
+			_, err = tx.ExecContext(ctx, "INSERT INTO q VALUES (?)", qid)
+		}
+		op, commit = "insert parent", func() { w.parents = append(w.parents, pid); w.qs = append(w.qs, qid) }
+	}
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	commit()
+	w.ops[op]++
+	return nil
+}
+
+func anyKey(r *rand.Rand, m map[int64]fkChild) int64 {
+	keys := make([]int64, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys[r.IntN(len(keys))]
+}
+
+// TestForeignKeysOfAChildWithWriters migrates a table with three foreign
+// keys (CASCADE, SET NULL, RESTRICT; one named by the user, two by the
+// server) while writers insert, update and delete its rows and its parents'
+// (whose cascades change its rows): the table ends equal to a model of the
+// writes, with the same constraints enforced, and no writer ever saw an error.
+func TestForeignKeysOfAChildWithWriters(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE p (id BIGINT PRIMARY KEY, v INT)",
+		"CREATE TABLE q (id BIGINT PRIMARY KEY)",
+		"CREATE TABLE r (id BIGINT PRIMARY KEY)",
+		`CREATE TABLE c (id BIGINT PRIMARY KEY, pid BIGINT NOT NULL, qid BIGINT NULL, rid BIGINT NOT NULL, v INT,
+			CONSTRAINT fk_parent FOREIGN KEY (pid) REFERENCES p (id) ON DELETE CASCADE ON UPDATE CASCADE,
+			FOREIGN KEY (qid) REFERENCES q (id) ON DELETE SET NULL,
+			FOREIGN KEY (rid) REFERENCES r (id))`)
+	const writers, perWriter = 4, 1500
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	seed := rng.Uint64()
+	t.Logf("seed %d", seed)
+	ws := make([]*fkWriter, writers)
+	var prows, qrows, crows []string
+	for i := range ws {
+		w := &fkWriter{i: int64(i), n: writers, next: int64(i), children: map[int64]fkChild{}, ops: map[string]int{}}
+		for range 40 {
+			p, q := w.id(), w.id()
+			w.parents, w.qs = append(w.parents, p), append(w.qs, q)
+			prows, qrows = append(prows, fmt.Sprintf("(%d, 0)", p)), append(qrows, fmt.Sprintf("(%d)", q))
+		}
+		for range perWriter {
+			id := w.id()
+			c := fkChild{pid: w.parents[rng.IntN(len(w.parents))], qid: sql.NullInt64{Int64: w.qs[rng.IntN(len(w.qs))], Valid: rng.IntN(3) > 0}, v: rng.Int64N(1000)}
+			w.children[id] = c
+			q := "NULL"
+			if c.qid.Valid {
+				q = fmt.Sprint(c.qid.Int64)
+			}
+			crows = append(crows, fmt.Sprintf("(%d, %d, %s, %d, %d)", id, c.pid, q, id, c.v))
+		}
+		ws[i] = w
+	}
+	db.MustExec(t, "INSERT INTO p VALUES "+strings.Join(prows, ","), "INSERT INTO q VALUES "+strings.Join(qrows, ","))
+	for _, ch := range slices.Collect(slices.Chunk(crows, 1000)) {
+		var rs []string
+		for _, row := range ch {
+			rs = append(rs, "("+strings.Split(strings.Trim(row, "()"), ", ")[0]+")")
+		}
+		db.MustExec(t, "INSERT INTO r VALUES "+strings.Join(rs, ","), "INSERT INTO c (id, pid, qid, rid, v) VALUES "+strings.Join(ch, ","))
+	}
+
+	cfg := config(t, db, "c", "ADD COLUMN extra INT NOT NULL DEFAULT 7, MODIFY v BIGINT")
+	r, err := migration.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.Flavor == dbconn.MariaDB {
+		_, err := r.Run(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "only on MySQL so far") {
+			t.Fatalf("got %v, want the refusal of foreign keys on MariaDB", err)
+		}
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	var during atomic.Int64
+	var migrating atomic.Bool
+	for i, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wr := rand.New(rand.NewPCG(seed, uint64(i)))
+			for ctx.Err() == nil {
+				err := w.step(ctx, db.DB, wr)
+				if ctx.Err() != nil {
+					return
+				}
+				if n := dbconn.ErrorNumber(err); n == 1213 || n == 1205 {
+					continue // deadlock or lock wait: rolled back, model untouched
+				}
+				if err != nil {
+					failed.CompareAndSwap(nil, err)
+					return
+				}
+				if migrating.Load() {
+					during.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	migrating.Store(true)
+	res, err := r.Run(context.Background())
+	migrating.Store(false)
+	time.Sleep(200 * time.Millisecond) // writes on the new table, its keys enforced
+	cancel()
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("migration failed: %v", err)
+	}
+	if e := failed.Load(); e != nil {
+		t.Fatalf("a writer saw an error (no constraint of the shadow or of the old table may reach the application): %v", e)
+	}
+	ops := map[string]int{}
+	for _, w := range ws {
+		for k, n := range w.ops {
+			ops[k] += n
+		}
+	}
+	t.Logf("writes during the migration %d (%v), keys applied %d, rows copied %d, lock %s", during.Load(), ops, res.KeysApplied, res.RowsCopied, res.CutoverLock)
+	if during.Load() < 100 || ops["delete parent"] == 0 || ops["move parent"] == 0 || ops["delete q"] == 0 {
+		t.Errorf("too few writes, or no cascade, to prove anything: %d during, %v", during.Load(), ops)
+	}
+	if res.RowsCopied == 0 || res.KeysApplied == 0 {
+		t.Errorf("nothing copied or applied: %+v", res)
+	}
+	if want := []string{"fk_parent -> _fk_parent"}; !slices.Equal(res.RenamedForeignKeys, want) {
+		t.Errorf("renamed foreign keys %v, want %v", res.RenamedForeignKeys, want)
+	}
+
+	// The table against the model.
+	var want [][]string
+	var ids []int64
+	all := map[int64]fkChild{}
+	for _, w := range ws {
+		for id, c := range w.children {
+			ids = append(ids, id)
+			all[id] = c
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		c := all[id]
+		q := "NULL" // as Dump writes values
+		if c.qid.Valid {
+			q = fmt.Sprintf("'%d'", c.qid.Int64)
+		}
+		want = append(want, []string{fmt.Sprintf("'%d'", id), fmt.Sprintf("'%d'", c.pid), q, fmt.Sprintf("'%d'", id), fmt.Sprintf("'%d'", c.v), "'7'"})
+	}
+	got := db.Dump(t, "c", "id, pid, qid, rid, v, extra", "id")
+	if len(got) != len(want) {
+		t.Errorf("c has %d rows, the model %d", len(got), len(want))
+	}
+	bad := 0
+	for i := range min(len(got), len(want)) {
+		if fmt.Sprint(got[i]) != fmt.Sprint(want[i]) {
+			if bad < 5 {
+				t.Errorf("row %d: got %v, want %v", i, got[i], want[i])
+			}
+			bad++
+		}
+	}
+	if bad > 0 || len(got) != len(want) {
+		t.Fatalf("%d of %d rows differ from the model", bad, len(want))
+	}
+
+	// The same constraints, enforced, on the new table.
+	rows, err := db.Query(`SELECT CONSTRAINT_NAME, REFERENCED_TABLE_NAME, UPDATE_RULE, DELETE_RULE FROM information_schema.REFERENTIAL_CONSTRAINTS
+		WHERE CONSTRAINT_SCHEMA = DATABASE() AND TABLE_NAME = 'c' ORDER BY CONSTRAINT_NAME`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fks []string
+	for rows.Next() {
+		var n, p, u, d string
+		if err := rows.Scan(&n, &p, &u, &d); err != nil {
+			t.Fatal(err)
+		}
+		fks = append(fks, n+" "+p+" "+u+" "+d)
+	}
+	rows.Close()
+	if wantFKs := []string{"_fk_parent p CASCADE CASCADE", "c_ibfk_1 q NO ACTION SET NULL", "c_ibfk_2 r NO ACTION NO ACTION"}; !slices.Equal(fks, wantFKs) {
+		t.Errorf("foreign keys of the new table:\n got  %q\n want %q", fks, wantFKs)
+	}
+	if _, err := db.Exec("INSERT INTO c (id, pid, rid) VALUES (-1, -1, -1)"); dbconn.ErrorNumber(err) != 1452 {
+		t.Errorf("an orphan row: got %v, want error 1452", err)
+	}
+	pid := ws[0].parents[0]
+	db.MustExec(t, fmt.Sprintf("DELETE FROM p WHERE id = %d", pid))
+	var left int
+	if err := db.QueryRow("SELECT COUNT(*) FROM c WHERE pid = ?", pid).Scan(&left); err != nil || left != 0 {
+		t.Errorf("the cascade after the swap left %d rows (%v)", left, err)
+	}
+}
+
+// TestForeignKeyRefusals: what the copy path cannot yet carry is refused in
+// one line before anything is created.
+func TestForeignKeyRefusals(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE p (id INT PRIMARY KEY)",
+		"CREATE TABLE c (id INT PRIMARY KEY, pid INT, v INT, CONSTRAINT fk_c FOREIGN KEY (pid) REFERENCES p (id))",
+		"CREATE TABLE other (id INT PRIMARY KEY, pid INT)")
+	cases := []struct{ table, alter, want string }{
+		{"p", "ADD COLUMN x INT", "referenced by foreign keys"},
+		{"other", "ADD COLUMN x INT, ADD FOREIGN KEY (pid) REFERENCES p (id)", "adds a foreign key"},
+	}
+	if db.Flavor == dbconn.MariaDB {
+		cases = append(cases, struct{ table, alter, want string }{"c", "ADD COLUMN x INT", "only on MySQL so far"})
+	} else {
+		cases = append(cases,
+			struct{ table, alter, want string }{"c", "ADD COLUMN x INT, DROP FOREIGN KEY fk_c", "drop it first"},
+			struct{ table, alter, want string }{"c", "MODIFY pid BIGINT", "changes column pid of foreign key fk_c"},
+			struct{ table, alter, want string }{"c", "DROP COLUMN pid", "drops or renames column pid"},
+		)
+	}
+	before := db.Tables(t)
+	for _, c := range cases {
+		t.Run(c.alter, func(t *testing.T) {
+			r, err := migration.New(config(t, db, c.table, c.alter))
+			if err == nil {
+				_, err = r.Run(context.Background())
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("got %v, want one line containing %q", err, c.want)
+			}
+			if tables := db.Tables(t); !slices.Equal(tables, before) {
+				t.Errorf("tables after a refusal: %v, before %v", tables, before)
+			}
+		})
+	}
+}
