@@ -374,6 +374,40 @@ func catCopyTable(t *testing.T, db *testdb.DB, table, model string) {
 	t.Helper()
 	_, stored := catColumns(t, db, table)
 	cols := catQuoteAll(stored)
-	db.MustExec(t, "CREATE TABLE "+dbconn.QuoteIdent(model)+" LIKE "+dbconn.QuoteIdent(table),
-		"INSERT INTO "+dbconn.QuoteIdent(model)+" ("+cols+") SELECT "+cols+" FROM "+dbconn.QuoteIdent(table))
+	ctx := context.Background()
+	orig, err := schema.Load(ctx, db.DB, db.Name, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(orig.ForeignKeys) == 0 {
+		db.MustExec(t, "CREATE TABLE "+dbconn.QuoteIdent(model)+" LIKE "+dbconn.QuoteIdent(table),
+			"INSERT INTO "+dbconn.QuoteIdent(model)+" ("+cols+") SELECT "+cols+" FROM "+dbconn.QuoteIdent(table))
+		return
+	}
+	// CREATE TABLE LIKE leaves foreign keys out: the model is made from the
+	// table's own definition instead, its constraints under names of its
+	// own (a constraint name is unique in a database), on one session
+	// without foreign-key checks (the rows are the table's).
+	def, err := schema.ShowCreate(ctx, db.DB, db.Name, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	def = regexp.MustCompile("CONSTRAINT `(?:[^`]|``)+` FOREIGN KEY").ReplaceAllStringFunc(def, func(string) string {
+		n++
+		return fmt.Sprintf("CONSTRAINT `%s_ibfk_%d` FOREIGN KEY", model, n)
+	})
+	def = "CREATE TABLE " + dbconn.QuoteIdent(model) + def[strings.Index(def, " ("):]
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, q := range []string{"SET SESSION foreign_key_checks = 0", def,
+		"INSERT INTO " + dbconn.QuoteIdent(model) + " (" + cols + ") SELECT " + cols + " FROM " + dbconn.QuoteIdent(table),
+		"SET SESSION foreign_key_checks = 1"} {
+		if _, err := c.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
 }
