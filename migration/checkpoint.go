@@ -61,8 +61,12 @@ type checkpoint struct {
 	Artifacts []string `json:"artifacts"`
 	// Sentry is the table a MariaDB cut-over creates under the old table's
 	// name (sentry.go); dropped by the next run if it is still a sentry.
-	Sentry string    `json:"sentry,omitempty"`
-	At     time.Time `json:"at"`
+	Sentry string `json:"sentry,omitempty"`
+	// OldChild is the name the original takes at the swap when it has
+	// foreign keys: a run that dies before taking them off it leaves that
+	// to the next (foreignkeys.go).
+	OldChild string    `json:"old_child,omitempty"`
+	At       time.Time `json:"at"`
 	// Run is the RunID of the run that wrote it: a statement of that run
 	// may still run on the server after sluice died (resume.go ends them).
 	Run string `json:"run"`
@@ -245,6 +249,18 @@ func (r *Runner) addArtifact(ctx context.Context, name string) error {
 	if r.ckpt.File == "" {
 		return nil // not written yet: the first write carries it
 	}
+	return r.saveCheckpoint(ctx, r.ckpt)
+}
+
+// noteOldChild records in the checkpoint, before the swap, the name the
+// original takes, when its foreign keys must be taken off it afterwards.
+func (r *Runner) noteOldChild(ctx context.Context) error {
+	r.ckptMu.Lock()
+	defer r.ckptMu.Unlock()
+	if r.ckpt == nil || len(r.orig.ForeignKeys) == 0 || r.ckpt.OldChild == r.names.Old {
+		return nil
+	}
+	r.ckpt.OldChild = r.names.Old
 	return r.saveCheckpoint(ctx, r.ckpt)
 }
 

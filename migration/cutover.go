@@ -34,6 +34,9 @@ func (r *Runner) cutover(ctx context.Context) error {
 	if why := r.throttle.Panicked(); why != "" {
 		return fmt.Errorf("cut-over: %w: %s", throttle.ErrAbort, why)
 	}
+	if err := r.noteOldChild(ctx); err != nil {
+		return err
+	}
 	if r.cfg.DropOld {
 		// A run that dies between the swap and the drop leaves it to the
 		// next run, which finds the swap done (resume.go).
@@ -57,6 +60,7 @@ func (r *Runner) cutover(ctx context.Context) error {
 				return err
 			}
 		}
+		r.waitQuietParents(ctx)
 		return r.pauseApply(ctx)
 	}
 	release := func() { r.sched.Hold(false) }
@@ -139,7 +143,12 @@ func (r *Runner) finishLocked(ctx context.Context, lock *sql.Conn) error {
 
 // dropGuarded drops a table sluice created, through the metadata-lock guard.
 func (r *Runner) dropGuarded(ctx context.Context, name string) error {
-	return r.lockGuard(append([]string{name}, r.parentTables()...)...).Run(ctx, "DROP TABLE "+name, func(ctx context.Context, conn *sql.Conn) error {
+	tables := []string{name}
+	if name == r.names.Shadow || name == r.names.Old {
+		// It may have foreign keys, whose drop takes the parents' locks.
+		tables = append(tables, r.parentTables()...)
+	}
+	return r.lockGuard(tables...).Run(ctx, "DROP TABLE "+name, func(ctx context.Context, conn *sql.Conn) error {
 		_, err := conn.ExecContext(ctx, "DROP TABLE IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, name))
 		return err
 	})

@@ -4,11 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/ddl"
+	"github.com/sluicedb/sluice/internal/mdl"
 	"github.com/sluicedb/sluice/internal/schema"
 )
 
@@ -48,8 +50,12 @@ func foreignKeyRefusal(t *schema.Table, a *ddl.Alter, v ServerVars, underLock bo
 		return preflightErr("table %s has foreign keys; sluice carries them to the new table only on MySQL so far: run this ALTER natively", t.Name)
 	}
 	for _, fk := range t.ForeignKeys {
-		if !strings.EqualFold(fk.RefSchema, t.Database) {
+		if !sameName(fk.RefSchema, t.Database, v) {
 			return preflightErr("foreign key %s of %s references %s, in another database; sluice carries only foreign keys to tables of the same database so far", fk.Name, t.Name, fk.Parent())
+		}
+		if fk.Cascades() && v.Replica {
+			return preflightErr("foreign key %s of %s has ON DELETE %s ON UPDATE %s, and this server is a replica: the changes it makes to %s reach this binlog only if the source writes them to its own, which sluice cannot tell from here; run sluice on the source",
+				fk.Name, t.Name, fk.OnDelete, fk.OnUpdate, t.Name)
 		}
 		if fk.Cascades() && !v.CascadesLogged {
 			return preflightErr("foreign key %s of %s has ON DELETE %s ON UPDATE %s, and this server does not write the changes it makes to %s to the binary log (%s), so sluice cannot see them; run this ALTER natively",
@@ -59,6 +65,15 @@ func foreignKeyRefusal(t *schema.Table, a *ddl.Alter, v ServerVars, underLock bo
 	return nil
 }
 
+// sameName compares two database or table names as the server does:
+// exactly, unless lower_case_table_names folds them.
+func sameName(a, b string, v ServerVars) bool {
+	if v.LowerCaseNames == 0 {
+		return a == b
+	}
+	return strings.EqualFold(a, b)
+}
+
 func cascadeWhy(v ServerVars) string {
 	if v.Flavor == dbconn.MariaDB {
 		return "MariaDB's InnoDB applies them"
@@ -66,25 +81,53 @@ func cascadeWhy(v ServerVars) string {
 	return "InnoDB applies them: MySQL before 9, or innodb_native_foreign_keys=ON"
 }
 
-// checkShadowForeignKeys checks, once the shadow exists, that each of the
-// original's foreign keys will hold on it: its columns are there with the
-// same types, an index begins with them, and the names the constraints
-// take are free.
-func (r *Runner) checkShadowForeignKeys(ctx context.Context) error {
+// checkForeignKeyColumns checks, once the ALTER is applied to the new
+// shadow and before any index is deferred, that each of the original's
+// foreign keys will hold on the new table as the server would have it: its
+// columns are copied from the same columns with the same types, an index
+// begins with them whole, a SET NULL column may be NULL, and the table is not
+// partitioned. The keys are added without reading a row, so anything that
+// could make a row break them is refused here.
+func (r *Runner) checkForeignKeyColumns(ctx context.Context) error {
+	if len(r.orig.ForeignKeys) == 0 {
+		return nil
+	}
+	origHas := func(n string) bool { _, ok := r.orig.Column(n); return ok }
 	for _, fk := range r.orig.ForeignKeys {
 		for _, c := range fk.Columns {
 			o, _ := r.orig.Column(c)
 			n, ok := r.shadow.Column(c)
-			if !ok {
-				return preflightErr("the ALTER drops or renames column %s of foreign key %s; drop the foreign key first with its own ALTER", c, fk.Name)
+			src, copied := r.alter.SourceColumn(c, origHas)
+			if !ok || !copied || !strings.EqualFold(src, c) || n.Generated {
+				return preflightErr("the ALTER drops, renames or refills column %s of foreign key %s; drop the foreign key first with its own ALTER", c, fk.Name)
 			}
 			if o.ColumnType != n.ColumnType || o.Collation != n.Collation {
 				return preflightErr("the ALTER changes column %s of foreign key %s (%s -> %s); drop the foreign key first, or run this ALTER natively", c, fk.Name, o.ColumnType, n.ColumnType)
 			}
+			if !n.Nullable && (fk.OnDelete == "SET NULL" || fk.OnUpdate == "SET NULL") {
+				return preflightErr("the ALTER makes column %s NOT NULL, which foreign key %s sets to NULL; drop the foreign key first, or run this ALTER natively", c, fk.Name)
+			}
 		}
-		if !indexLedBy(r.shadow.Indexes, fk.Columns) {
-			return preflightErr("the ALTER drops the index foreign key %s needs (on %s); keep an index that begins with those columns", fk.Name, strings.Join(fk.Columns, ", "))
+		if !indexLedBy(r.shadow, fk.Columns) {
+			return preflightErr("the new table has no index that begins with the whole columns of foreign key %s (%s); keep or add one", fk.Name, strings.Join(fk.Columns, ", "))
 		}
+	}
+	var parts int
+	if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PARTITIONS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND PARTITION_NAME IS NOT NULL`, r.cfg.Database, r.names.Shadow).Scan(&parts); err != nil {
+		return fmt.Errorf("read the partitions of %s: %w", r.names.Shadow, err)
+	}
+	if parts > 0 {
+		return preflightErr("the ALTER partitions table %s, which has foreign keys (a partitioned InnoDB table cannot have them)", r.orig.Name)
+	}
+	return nil
+}
+
+// noteForeignKeyNames checks the names the original's foreign keys take on
+// the new table and reports the ones that change.
+func (r *Runner) noteForeignKeyNames(ctx context.Context) error {
+	r.res.RenamedForeignKeys = nil
+	for _, fk := range r.orig.ForeignKeys {
 		onShadow, after := schema.ForeignKeyFor(r.orig.Name, r.names.Shadow, fk.Name)
 		if len(onShadow) > 64 {
 			return preflightErr("foreign key %s would take the name %s on the new table, longer than the server allows; rename it first", fk.Name, onShadow)
@@ -97,7 +140,7 @@ func (r *Runner) checkShadowForeignKeys(ctx context.Context) error {
 			}
 		}
 		for _, name := range []string{onShadow, after} {
-			if strings.EqualFold(name, fk.Name) {
+			if name == fk.Name {
 				continue
 			}
 			var n int
@@ -120,13 +163,43 @@ func (r *Runner) checkShadowForeignKeys(ctx context.Context) error {
 	return nil
 }
 
-func indexLedBy(ixs []schema.Index, cols []string) bool {
-	for _, ix := range ixs {
-		if ix.Kind != "FULLTEXT" && ix.Kind != "SPATIAL" && schema.LedBy(ix.Columns, cols) {
+// indexLedBy reports whether t has an index (its primary key included)
+// whose first parts are cols, whole.
+func indexLedBy(t *schema.Table, cols []string) bool {
+	if t.HasPrimaryKey() && schema.LedBy(t.PrimaryKey, cols) {
+		return true
+	}
+	for _, ix := range t.Indexes {
+		if ix.Kind == "FULLTEXT" || ix.Kind == "SPATIAL" || !schema.LedBy(ix.Columns, cols) {
+			continue
+		}
+		whole := true
+		for i := range cols {
+			if i < len(ix.Prefixed) && ix.Prefixed[i] {
+				whole = false
+			}
+		}
+		if whole {
 			return true
 		}
 	}
 	return false
+}
+
+// checkParentPrivileges refuses the run when the account cannot lock the
+// parents or point the new table's foreign keys at them: the cut-over would
+// fail after the whole copy.
+func (r *Runner) checkParentPrivileges() error {
+	parents := r.parentTables()
+	if r.vars.LowerCaseNames != 0 {
+		for i := range parents {
+			parents[i] = strings.ToLower(parents[i])
+		}
+	}
+	if missing := MissingOnParents(r.grants, parents); len(missing) > 0 {
+		return preflightErr("the account lacks %s, which the cut-over needs to lock the parent tables and add the foreign keys to the new table; GRANT them", strings.Join(missing, "; "))
+	}
+	return nil
 }
 
 // parentTables names the tables the original's foreign keys reference,
@@ -136,10 +209,21 @@ func (r *Runner) parentTables() []string {
 		return nil
 	}
 	var out []string
-	seen := map[string]bool{strings.ToLower(r.orig.Name): true}
 	for _, fk := range r.orig.ForeignKeys {
-		if k := strings.ToLower(fk.RefTable); !seen[k] {
-			seen[k] = true
+		if !slices.ContainsFunc(out, func(p string) bool { return sameName(p, fk.RefTable, r.vars) }) {
+			out = append(out, fk.RefTable)
+		}
+	}
+	return out
+}
+
+// cascadeParents names the parents whose foreign keys change the original's
+// rows (CASCADE, SET NULL): the binlog reader stops the run at a
+// statement-format write to one of them.
+func (r *Runner) cascadeParents() []string {
+	var out []string
+	for _, fk := range r.orig.ForeignKeys {
+		if fk.Cascades() && !slices.Contains(out, fk.RefTable) {
 			out = append(out, fk.RefTable)
 		}
 	}
@@ -260,4 +344,61 @@ func (r *Runner) resumeForeignKeys(ctx context.Context) error {
 	}
 	r.shadow.ForeignKeys = nil
 	return nil
+}
+
+// releaseOldChild takes the foreign keys off the old table a run that died
+// right after its swap left them on (name, from its checkpoint; "" when the
+// table had none), through the metadata-lock guard.
+func (r *Runner) releaseOldChild(ctx context.Context, name string) error {
+	if name == "" {
+		return nil
+	}
+	if ok, err := r.tableExists(ctx, name); err != nil || !ok {
+		return err
+	}
+	err := r.lockGuard(append([]string{name}, r.parentTables()...)...).Run(ctx, "drop the foreign keys of "+name, func(ctx context.Context, conn *sql.Conn) error {
+		return r.dropForeignKeysOf(ctx, conn, name)
+	})
+	if err != nil {
+		return fmt.Errorf("%w: take the foreign keys off %s, which an earlier run swapped out: %w", ErrPreflight, name, err)
+	}
+	return nil
+}
+
+// waitQuietParents waits, before the cut-over asks for its locks, for a
+// moment when no other session is inside a transaction that holds a lock on
+// the table or on a parent, up to the lock budget. LOCK TABLES takes its
+// locks one at a time, in name order, keeping those it has: a transaction
+// that holds one of the tables and then asks for another that sluice got
+// first would close a cycle, and the server's deadlock detector would roll
+// the application's transaction back (error 1213), not sluice's request.
+// Waiting for such transactions to end first leaves a race of milliseconds.
+func (r *Runner) waitQuietParents(ctx context.Context) {
+	parents := r.parentTables()
+	if len(parents) == 0 {
+		return
+	}
+	tables := append([]string{r.orig.Name}, parents...)
+	limit := time.Now().Add(r.cfg.LockWait)
+	for {
+		ss, err := mdl.Sessions(ctx, r.db, r.cfg.Database, tables, r.cfg.Conn.RunID)
+		if err != nil {
+			r.log.Warn("could not read who holds the parent tables before the cut-over", "err", err)
+			return
+		}
+		var open []string
+		for _, s := range ss {
+			if s.InTrx && s.Blocking() {
+				open = append(open, s.String())
+			}
+		}
+		if len(open) == 0 {
+			return
+		}
+		if time.Now().After(limit) || ctx.Err() != nil {
+			r.log.Info("transactions still hold the table or its parents; the cut-over asks for its locks anyway", "sessions", strings.Join(open, "; "))
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -327,6 +328,7 @@ func TestForeignKeyRefusals(t *testing.T) {
 	db := testdb.New(t)
 	db.MustExec(t, "CREATE TABLE p (id INT PRIMARY KEY)",
 		"CREATE TABLE c (id INT PRIMARY KEY, pid INT, v INT, CONSTRAINT fk_c FOREIGN KEY (pid) REFERENCES p (id))",
+		"CREATE TABLE n (id INT PRIMARY KEY, pid INT NULL, CONSTRAINT fk_n FOREIGN KEY (pid) REFERENCES p (id) ON DELETE SET NULL)",
 		"CREATE TABLE other (id INT PRIMARY KEY, pid INT)")
 	cases := []struct{ table, alter, want string }{
 		{"p", "ADD COLUMN x INT", "referenced by foreign keys"},
@@ -338,7 +340,11 @@ func TestForeignKeyRefusals(t *testing.T) {
 		cases = append(cases,
 			struct{ table, alter, want string }{"c", "ADD COLUMN x INT, DROP FOREIGN KEY fk_c", "drop it first"},
 			struct{ table, alter, want string }{"c", "MODIFY pid BIGINT", "changes column pid of foreign key fk_c"},
-			struct{ table, alter, want string }{"c", "DROP COLUMN pid", "drops or renames column pid"},
+			struct{ table, alter, want string }{"c", "DROP COLUMN pid", "drops, renames or refills column pid"},
+			// Same name and type, other values: the key would be added over rows it was never checked on.
+			struct{ table, alter, want string }{"c", "CHANGE pid pid_old INT, ADD COLUMN pid INT, ADD INDEX (pid)", "drops, renames or refills column pid"},
+			struct{ table, alter, want string }{"c", "CHANGE pid pid_old INT, CHANGE v pid INT, ADD INDEX (pid)", "drops, renames or refills column pid"},
+			struct{ table, alter, want string }{"n", "MODIFY pid INT NOT NULL", "sets to NULL"},
 		)
 	}
 	before := db.Tables(t)
@@ -355,5 +361,117 @@ func TestForeignKeyRefusals(t *testing.T) {
 				t.Errorf("tables after a refusal: %v, before %v", tables, before)
 			}
 		})
+	}
+}
+
+// TestForeignKeyServedByThePrimaryKey: a foreign key whose index is the
+// primary key's first column (a join table) is carried like any other.
+func TestForeignKeyServedByThePrimaryKey(t *testing.T) {
+	db := testdb.New(t)
+	db.SkipUnless(t, dbconn.MySQL, "foreign keys are carried on MySQL only")
+	db.MustExec(t, "CREATE TABLE p (id INT PRIMARY KEY)", "INSERT INTO p VALUES (1), (2), (3)",
+		"CREATE TABLE j (pid INT NOT NULL, n INT NOT NULL, PRIMARY KEY (pid, n), FOREIGN KEY (pid) REFERENCES p (id) ON DELETE CASCADE)")
+	db.Fill(t, "j", 3000, "1 + n % 3, n")
+	r, err := migration.New(config(t, db, "j", "ADD COLUMN x INT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatalf("migration failed: %v", err)
+	}
+	if res.RowsCopied != 3000 {
+		t.Errorf("copied %d rows of 3000", res.RowsCopied)
+	}
+	var fks, rows int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = DATABASE()
+		AND TABLE_NAME = 'j' AND CONSTRAINT_NAME = 'j_ibfk_1' AND DELETE_RULE = 'CASCADE'`).Scan(&fks); err != nil || fks != 1 {
+		t.Errorf("j_ibfk_1 on the new table: %d (%v)", fks, err)
+	}
+	db.MustExec(t, "DELETE FROM p WHERE id = 1")
+	if err := db.QueryRow("SELECT COUNT(*) FROM j").Scan(&rows); err != nil || rows != 2000 {
+		t.Errorf("after a parent's delete cascaded: %d rows (%v), want 2000", rows, err)
+	}
+}
+
+// TestKillAndResumeForeignKeys kills migrations of a child table, mostly in
+// its cut-over (around the ALTER that adds the foreign keys to the new table,
+// the RENAME and the one that takes them off the old table), and runs the
+// same command again each time, under writers: the table ends equal to the
+// model of the writes, with its foreign keys, and no other table keeps one.
+func TestKillAndResumeForeignKeys(t *testing.T) {
+	if os.Getenv("SLUICE_RESUME_CHILD") != "" {
+		t.Skip()
+	}
+	db := testdb.New(t)
+	db.SkipUnless(t, dbconn.MySQL, "foreign keys are carried on MySQL only")
+	db.MustExec(t, "CREATE TABLE p (id INT PRIMARY KEY)", "INSERT INTO p VALUES (1), (2)",
+		`CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, k INT NOT NULL DEFAULT 0,
+		c CHAR(120) NOT NULL DEFAULT '', pad VARCHAR(60), pid INT NOT NULL DEFAULT 1, KEY k_1 (k),
+		CONSTRAINT fk_p FOREIGN KEY (pid) REFERENCES p (id) ON DELETE CASCADE)`)
+	w := sysbenchWorkload()
+	db.MustExec(t, "CREATE TABLE model_ref LIKE t")
+	w.load(t, db, "model_ref", 20000)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 11))
+	stop := make(chan struct{})
+	wait := w.run(t, db, stop)
+	alters := []string{"ADD COLUMN extra INT NOT NULL DEFAULT 7", "DROP COLUMN extra"}
+	kills := 0
+	for m := 0; m < 2; m++ {
+		job := childJob{DSN: os.Getenv(testdb.Env), Database: db.Name, Table: "t", Alter: alters[m], Every: 200 * time.Millisecond}
+		for here := 0; ; here++ {
+			c := startChild(t, job)
+			if here >= 4 {
+				if err := <-c.done; err != nil {
+					res, line := c.result(t)
+					t.Fatalf("the last run failed: %s (kept %q)\n%s", line, res.Kept, c.out)
+				}
+				break
+			}
+			target, delay := "cut-over", time.Duration(rng.IntN(300))*time.Millisecond
+			if here == 0 {
+				target, delay = "copy", time.Duration(rng.IntN(100))*time.Millisecond
+			}
+			err, killed := c.killIn(target, delay)
+			if !killed {
+				if err != nil {
+					res, line := c.result(t)
+					t.Fatalf("the child failed (not killed): %s (kept %q)\n%s", line, res.Kept, c.out)
+				}
+				break
+			}
+			kills++
+			t.Logf("migration %d: killed in %s, %s after it started", m, c.phase(), delay)
+			if finished(t, db, job.Alter) {
+				break
+			}
+		}
+	}
+	close(stop)
+	wait()
+	w.replay(t, db, "model_ref")
+	compare(t, db, "t", "model_ref", "id, k, c, pad", "id")
+	var fks []string
+	rows, err := db.Query(`SELECT CONCAT(TABLE_NAME, ' ', CONSTRAINT_NAME, ' ', REFERENCED_TABLE_NAME, ' ', DELETE_RULE)
+		FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = DATABASE() ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		fks = append(fks, s)
+	}
+	rows.Close()
+	// fk_p became _fk_p at the first migration and fk_p again at the second.
+	if want := []string{"t fk_p p CASCADE"}; !slices.Equal(fks, want) {
+		t.Errorf("foreign keys after %d kills: %q, want %q", kills, fks, want)
+	}
+	for _, n := range db.Tables(t) {
+		if n != "t" && n != "model_ref" && n != "p" {
+			t.Errorf("left behind: %s", n)
+		}
 	}
 }

@@ -119,11 +119,37 @@ func (r *Runner) checkPrivileges(ctx context.Context) error {
 			tables[i] = strings.ToLower(tables[i])
 		}
 	}
-	if missing := MissingPrivileges(ParseGrants(lines, r.cfg.Database, fold), tables); len(missing) > 0 {
+	r.grants = ParseGrants(lines, r.cfg.Database, fold)
+	if missing := MissingPrivileges(r.grants, tables); len(missing) > 0 {
 		return preflightErr("user %s lacks %s; GRANT them (replication ones ON *.*, LOCK TABLES and the others ON %s.*, or the others on each of %s)",
 			user, strings.Join(missing, "; "), dbconn.QuoteIdent(r.cfg.Database), strings.Join(tables, ", "))
 	}
 	return nil
+}
+
+// MissingOnParents returns what the grants lack on each parent table of the
+// original's foreign keys: SELECT (to lock it for the cut-over) and
+// REFERENCES (to point the new table's keys at it), as "SELECT, REFERENCES
+// on p". parents are lower-case when names are folded.
+func MissingOnParents(g Grants, parents []string) []string {
+	has := func(list []string, p string) bool {
+		return slices.ContainsFunc(list, func(x string) bool {
+			return strings.EqualFold(x, p) || strings.EqualFold(x, "ALL PRIVILEGES") || strings.EqualFold(x, "ALL")
+		})
+	}
+	var missing []string
+	for _, t := range parents {
+		var lack []string
+		for _, p := range []string{"REFERENCES", "SELECT"} {
+			if !has(g.Global, p) && !has(g.OnDB, p) && !has(g.OnTable[t], p) {
+				lack = append(lack, p)
+			}
+		}
+		if len(lack) > 0 {
+			missing = append(missing, strings.Join(lack, ", ")+" on "+t)
+		}
+	}
+	return missing
 }
 
 // tablesTouched names the tables of the database sluice reads or makes: the

@@ -320,6 +320,9 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 	if err := foreignKeyRefusal(t, r.alter, r.vars, r.renameUnderLock()); err != nil {
 		return err
 	}
+	if err := r.checkParentPrivileges(); err != nil {
+		return err
+	}
 	for _, k := range t.PrimaryKey {
 		if r.alter.Dropped[strings.ToLower(k)] {
 			return preflightErr("the ALTER drops column %s of the %s; sluice does not support that yet", k, rowKeyName(t))
@@ -440,6 +443,9 @@ func (r *Runner) createShadow(ctx context.Context) error {
 		// one character set under an explicit collation of another.
 		return preflightErr("the ALTER changes the character set of primary-key column %s (%s -> %s), which sluice cannot do on MariaDB yet; change it with a native ALTER, or on MySQL", col, from, to)
 	}
+	if err := r.checkForeignKeyColumns(ctx); err != nil {
+		return err
+	}
 	keep := keepPlainIndexes(r.cfg.KeepIndexes, r.cfg.DeferIndexes, r.lag != nil)
 	switch {
 	case keep && !r.cfg.KeepIndexes:
@@ -510,7 +516,7 @@ func (r *Runner) shadowReady(ctx context.Context) error {
 	if err := r.noteNamedChecks(ctx); err != nil {
 		return err
 	}
-	if err := r.checkShadowForeignKeys(ctx); err != nil {
+	if err := r.noteForeignKeyNames(ctx); err != nil {
 		return err
 	}
 	r.log.Info("shadow table ready", "table", r.names.Shadow, "columns_copied", len(r.mapping.Pairs))

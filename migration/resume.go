@@ -128,6 +128,9 @@ func (r *Runner) previousRun(ctx context.Context) error {
 		if h == cp.Shadow {
 			r.log.Info("an earlier run of this migration swapped the tables before it stopped; cleaning up after it")
 			r.res.AlreadyDone = true
+			if err := r.releaseOldChild(ctx, cp.OldChild); err != nil {
+				return err
+			}
 			return r.dropPrevious(ctx, cp)
 		}
 		return preflightErr("the checkpoint in %s has no shadow table %s to resume: %s", where, r.names.Shadow, restartHint)

@@ -56,6 +56,7 @@ type Runner struct {
 	ddl  plan.DDL  // index-build settings
 
 	deferred                       []schema.KeyDef // secondary indexes built after the copy
+	grants                         Grants          // the account's, as checkPrivileges read them
 	shadowCreated, postponeCreated bool
 	ckptCreated                    bool
 	// runLock holds the table's named lock for the run (resume.go).
@@ -306,7 +307,7 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 	r.streamer, err = binlog.Start(ctx, binlog.Config{
 		Conn: r.cfg.Conn, TLS: tlsConf, Database: r.cfg.Database, Table: r.cfg.Table,
 		Columns: len(r.orig.Columns), Key: r.key, Sink: sinks{sched: r.sched, tracker: r.tracker}, FoldCase: r.vars.LowerCaseNames != 0,
-		Flavor: r.vars.Flavor, Logger: r.log,
+		CascadeParents: r.cascadeParents(), Flavor: r.vars.Flavor, Logger: r.log,
 	}, pos)
 	if err != nil {
 		return err

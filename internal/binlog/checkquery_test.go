@@ -229,3 +229,29 @@ func TestLoadQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckQueryCascadeParents: a statement-format write to a parent whose
+// foreign key cascades into the table changes its rows with no row event,
+// and stops the migration; a DDL of the parent, a write to it in another
+// database, or to a parent that does not cascade, does not.
+func TestCheckQueryCascadeParents(t *testing.T) {
+	s := &Streamer{cfg: Config{Database: "shop", Table: "order_items", CascadeParents: []string{"orders"}}}
+	for _, tc := range []struct {
+		schema, query string
+		stops         bool
+	}{
+		{"shop", "DELETE FROM orders WHERE id = 1", true},
+		{"other", "UPDATE shop.orders SET id = 2 WHERE id = 1", true},
+		{"shop", "UPDATE x JOIN orders USING (id) SET orders.id = 5", true},
+		{"shop", "LOAD DATA INFILE '/tmp/f' INTO TABLE orders", true},
+		{"shop", "INSERT INTO orders VALUES (1)", true}, // ON DUPLICATE KEY UPDATE is an insert too
+		{"other", "DELETE FROM orders WHERE id = 1", false},
+		{"shop", "DELETE FROM customers WHERE id = 1", false},
+		{"shop", "ALTER TABLE orders ADD COLUMN x INT", false},
+	} {
+		err := s.checkQuery(tc.schema, tc.query, 0)
+		if stopped := errors.Is(err, ErrTableChanged); stopped != tc.stops {
+			t.Errorf("%s: %q: stopped %v (%v), want %v", tc.schema, tc.query, stopped, err, tc.stops)
+		}
+	}
+}

@@ -107,6 +107,9 @@ func (s *Streamer) checkQuery(schema, query string, mode tidbmysql.SQLMode) erro
 	}
 	lower := strings.ToLower(q)
 	namesTable, namesDB := mentions(lower, s.cfg.Table), mentions(lower, s.cfg.Database)
+	for _, p := range s.cfg.CascadeParents {
+		namesTable = namesTable || mentions(lower, p)
+	}
 	inOurDB := s.cfg.sameName(schema, s.cfg.Database)
 	if !namesTable && !namesDB || namesTable && !namesDB && !inOurDB {
 		// It names neither, or names the table but runs in another
@@ -133,6 +136,11 @@ func (s *Streamer) checkQuery(schema, query string, mode tidbmysql.SQLMode) erro
 			if s.cfg.sameName(t.name.Name.O, s.cfg.Table) && s.cfg.sameName(db, s.cfg.Database) {
 				return fmt.Errorf("%w: %s %s.%s during the migration", ErrTableChanged, t.how, s.cfg.Database, s.cfg.Table)
 			}
+			for _, p := range s.cfg.CascadeParents {
+				if (t.how == stmtWrite || t.how == stmtLoad) && s.cfg.sameName(t.name.Name.O, p) && s.cfg.sameName(db, s.cfg.Database) {
+					return fmt.Errorf("%w: %s %s.%s, whose foreign key changes %s's rows without row events, during the migration", ErrTableChanged, t.how, s.cfg.Database, p, s.cfg.Table)
+				}
+			}
 		}
 	}
 	return nil
@@ -148,7 +156,10 @@ func mentions(lower, name string) bool {
 		strings.Contains(n, `"`) && strings.Contains(lower, strings.ReplaceAll(n, `"`, `""`))
 }
 
-const stmtWrite = "a statement-format write (binlog_format=STATEMENT in a session) to"
+const (
+	stmtWrite = "a statement-format write (binlog_format=STATEMENT in a session) to"
+	stmtLoad  = "a statement-format LOAD DATA into"
+)
 
 // targets returns the tables st changes the rows or the definition of, or
 // makes depend on another table (a foreign key).
@@ -204,7 +215,7 @@ func targets(st ast.StmtNode) []target {
 	case *ast.DeleteStmt:
 		add(stmtWrite, tableRefs(x.TableRefs)...)
 	case *ast.LoadDataStmt:
-		add("a statement-format LOAD DATA into", x.Table)
+		add(stmtLoad, x.Table)
 	}
 	return out
 }

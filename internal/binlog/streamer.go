@@ -54,6 +54,10 @@ type Config struct {
 	// names are case-sensitive (`Orders` and `orders` are two tables) and
 	// are compared byte for byte.
 	FoldCase bool
+	// CascadeParents are tables of Database whose foreign keys CASCADE or
+	// SET NULL into Table: a statement-format write to one of them changes
+	// Table's rows without a row event, and stops the migration.
+	CascadeParents []string
 	// Flavor is the server's. On MariaDB the stream is read as a MariaDB
 	// replica reads it, GTID events included: a reader that does not say it
 	// understands them gets them replaced with BEGIN and dummy events, which

@@ -43,6 +43,9 @@ type Index struct {
 	Unique  bool
 	Kind    string   // BTREE, FULLTEXT, SPATIAL
 	Columns []string // in key order; empty names for functional key parts
+	// Prefixed says, for each of Columns, whether the part is a prefix of
+	// the column (KEY (c(10))).
+	Prefixed []bool
 }
 
 // Table is a base table's definition.
@@ -244,7 +247,7 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 }
 
 func loadIndexes(ctx context.Context, db *sql.DB, t *Table) error {
-	rows, err := db.QueryContext(ctx, `SELECT INDEX_NAME, NON_UNIQUE, INDEX_TYPE, COALESCE(COLUMN_NAME, '')
+	rows, err := db.QueryContext(ctx, `SELECT INDEX_NAME, NON_UNIQUE, INDEX_TYPE, COALESCE(COLUMN_NAME, ''), SUB_PART IS NOT NULL
 		FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND INDEX_NAME <> 'PRIMARY'
 		ORDER BY INDEX_NAME, SEQ_IN_INDEX`, t.Database, t.Name)
 	if err != nil {
@@ -254,7 +257,8 @@ func loadIndexes(ctx context.Context, db *sql.DB, t *Table) error {
 	for rows.Next() {
 		var name, kind, col string
 		var nonUnique int
-		if err := rows.Scan(&name, &nonUnique, &kind, &col); err != nil {
+		var prefix bool
+		if err := rows.Scan(&name, &nonUnique, &kind, &col, &prefix); err != nil {
 			return fmt.Errorf("read indexes of %s: %w", t.Quoted(), err)
 		}
 		if n := len(t.Indexes); n == 0 || t.Indexes[n-1].Name != name {
@@ -262,6 +266,7 @@ func loadIndexes(ctx context.Context, db *sql.DB, t *Table) error {
 		}
 		ix := &t.Indexes[len(t.Indexes)-1]
 		ix.Columns = append(ix.Columns, col)
+		ix.Prefixed = append(ix.Prefixed, prefix)
 	}
 	return rows.Err()
 }

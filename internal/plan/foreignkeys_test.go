@@ -1,0 +1,29 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluicedb/sluice/internal/schema"
+)
+
+func TestForeignKeysNote(t *testing.T) {
+	if got := ForeignKeysNote(&schema.Table{Name: "t"}); got != "" {
+		t.Errorf("a table without foreign keys: %q", got)
+	}
+	parent := &schema.Table{Name: "t", ReferencedBy: []string{"shop.c (c_ibfk_1)"}}
+	if got := ForeignKeysNote(parent); !strings.Contains(got, "refuses a parent table") || !strings.Contains(got, "shop.c (c_ibfk_1)") {
+		t.Errorf("a parent: %q", got)
+	}
+	child := &schema.Table{Name: "t", ForeignKeys: []schema.ForeignKey{
+		{Name: "t_ibfk_1", RefTable: "p", OnDelete: "CASCADE", OnUpdate: "RESTRICT"},
+		{Name: "fk_q", RefTable: "q", OnDelete: "RESTRICT", OnUpdate: "RESTRICT"},
+		{Name: "fk_p2", RefTable: "p", OnDelete: "NO ACTION", OnUpdate: "NO ACTION"},
+	}}
+	got := ForeignKeysNote(child)
+	for _, want := range []string{"t_ibfk_1, fk_q (renamed _fk_q), fk_p2 (renamed _fk_p2) kept", "write-locks p, q for", "t_ibfk_1 change this table's rows"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in %q", want, got)
+		}
+	}
+}
