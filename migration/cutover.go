@@ -14,12 +14,12 @@ import (
 // changes and renames original -> old and shadow -> original, then unlocks.
 func (r *Runner) cutover(ctx context.Context) error {
 	shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
-	oldQ := dbconn.QuoteTable(r.cfg.Database, r.names.Old)
 	spec := r.orig.Quoted() + " WRITE, " + shadowQ + " WRITE"
-	for _, p := range r.parentTables() {
-		// The foreign keys added to the shadow and the RENAME take the
-		// parents' metadata locks: held from the start, nothing can come
-		// between the two (foreignkeys.go).
+	for _, p := range r.relatedTables() {
+		// The foreign keys added to the shadow, the children's re-pointed
+		// and the RENAME take the parents' and the children's metadata
+		// locks: held from the start, nothing can come between them
+		// (foreignkeys.go, children.go).
 		spec += ", " + dbconn.QuoteTable(r.cfg.Database, p) + " WRITE"
 	}
 	if !r.renameUnderLock() {
@@ -68,27 +68,10 @@ func (r *Runner) cutover(ctx context.Context) error {
 		start := time.Now()
 		err := r.finishLocked(ctx, lock)
 		r.res.CutoverVerify = time.Since(start) - r.res.CutoverDrain
-		if err == nil && r.renameUnderLock() {
-			err = r.addForeignKeys(ctx, lock)
+		if err == nil {
+			err = r.swap(ctx, lock)
 		}
 		if err == nil {
-			r.renaming.Store(true)
-			if r.renameUnderLock() {
-				_, err = lock.ExecContext(ctx, "RENAME TABLE "+r.orig.Quoted()+" TO "+oldQ+", "+shadowQ+" TO "+r.orig.Quoted())
-			} else {
-				err = r.renameBySentry(ctx, lock)
-			}
-			if err != nil && r.renamed(ctx) {
-				err = nil // the rename committed; only its reply was lost
-			}
-			if err != nil {
-				r.renaming.Store(false)
-				r.dropShadowForeignKeys(ctx, lock)
-			}
-		}
-		if err == nil {
-			r.swapped.Store(true)
-			r.releaseOld(ctx, lock)
 			r.res.CutoverLock = time.Since(start)
 		}
 		return err
@@ -113,6 +96,51 @@ func (r *Runner) cutover(ctx context.Context) error {
 	}
 	return nil
 }
+
+// swap renames original -> old and shadow -> original on lock, which holds
+// the cut-over's locks. On MySQL the original's foreign keys are added to
+// the shadow first and its children's are re-pointed to it (the RENAME
+// carries them), and its own are taken off the old table after; a failure
+// before the RENAME is done undoes them.
+func (r *Runner) swap(ctx context.Context, lock *sql.Conn) error {
+	shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
+	oldQ := dbconn.QuoteTable(r.cfg.Database, r.names.Old)
+	var err error
+	if r.renameUnderLock() {
+		if err = r.addForeignKeys(ctx, lock); err == nil {
+			failpoint("keys-added")
+			err = r.childrenToShadow(ctx, lock)
+			failpoint("children-pointed")
+		}
+	}
+	if err == nil {
+		r.renaming.Store(true)
+		if r.renameUnderLock() {
+			_, err = lock.ExecContext(ctx, "RENAME TABLE "+r.orig.Quoted()+" TO "+oldQ+", "+shadowQ+" TO "+r.orig.Quoted())
+		} else {
+			err = r.renameBySentry(ctx, lock)
+		}
+		if err != nil && r.renamed(ctx) {
+			err = nil // the rename committed; only its reply was lost
+		}
+		if err != nil {
+			r.renaming.Store(false)
+			r.childrenBack(ctx, lock)
+		}
+	}
+	if err != nil {
+		r.dropShadowForeignKeys(ctx, lock)
+		return err
+	}
+	r.swapped.Store(true)
+	failpoint("renamed")
+	r.releaseOld(ctx, lock)
+	return nil
+}
+
+// failpoint marks a point of the cut-over at which the kill tests make the
+// process die (export_test.go); it does nothing otherwise.
+var failpoint = func(string) {}
 
 // finishLocked applies the last changes, checks the rows changed since the
 // checksum and carries the AUTO_INCREMENT counter, while lock holds the
@@ -145,8 +173,9 @@ func (r *Runner) finishLocked(ctx context.Context, lock *sql.Conn) error {
 func (r *Runner) dropGuarded(ctx context.Context, name string) error {
 	tables := []string{name}
 	if name == r.names.Shadow || name == r.names.Old {
-		// It may have foreign keys, whose drop takes the parents' locks.
-		tables = append(tables, r.parentTables()...)
+		// It may have foreign keys, whose drop takes the related tables'
+		// locks.
+		tables = append(tables, r.related...)
 	}
 	return r.lockGuard(tables...).Run(ctx, "DROP TABLE "+name, func(ctx context.Context, conn *sql.Conn) error {
 		_, err := conn.ExecContext(ctx, "DROP TABLE IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, name))

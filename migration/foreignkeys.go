@@ -34,11 +34,18 @@ import (
 // keys with this ALTER, or nil. underLock: the cut-over renames under
 // LOCK TABLES (not MariaDB's sentry cut-over). Pure.
 func foreignKeyRefusal(t *schema.Table, a *ddl.Alter, v ServerVars, underLock bool) error {
-	if len(t.ReferencedBy) > 0 {
-		return preflightErr("table %s is referenced by foreign keys (%s); sluice does not migrate a parent table yet: run this ALTER natively", t.Name, strings.Join(t.ReferencedBy, ", "))
-	}
 	if a.AddsForeignKey {
 		return preflightErr("the ALTER adds a foreign key, which sluice would have to check against every row; run this ALTER natively (or add the key afterwards with a native ALTER)")
+	}
+	for _, c := range t.Children {
+		switch {
+		case sameName(c.Schema, t.Database, v) && sameName(c.Table, t.Name, v):
+			return preflightErr("table %s references itself (foreign key %s); sluice does not migrate such a table yet: run this ALTER natively", t.Name, c.Name)
+		case !underLock:
+			return preflightErr("table %s is referenced by foreign keys (%s); sluice re-points them to the new table only on MySQL so far: run this ALTER natively", t.Name, strings.Join(t.ReferencedBy(), ", "))
+		case !sameName(c.Schema, t.Database, v):
+			return preflightErr("table %s is referenced by foreign key %s, from another database; sluice re-points only foreign keys of tables of the same database so far", t.Name, c)
+		}
 	}
 	if len(t.ForeignKeys) == 0 {
 		return nil
@@ -186,18 +193,30 @@ func indexLedBy(t *schema.Table, cols []string) bool {
 	return false
 }
 
-// checkParentPrivileges refuses the run when the account cannot lock the
-// parents or point the new table's foreign keys at them: the cut-over would
-// fail after the whole copy.
-func (r *Runner) checkParentPrivileges() error {
-	parents := r.parentTables()
-	if r.vars.LowerCaseNames != 0 {
-		for i := range parents {
-			parents[i] = strings.ToLower(parents[i])
+// checkRelatedPrivileges refuses the run when the account cannot do what
+// the cut-over does to the tables foreign keys relate to the original: lock
+// the parents and point the new table's keys at them, lock and alter the
+// children and point their keys at the new table. Found out at the
+// cut-over, it would throw the whole copy away.
+func (r *Runner) checkRelatedPrivileges() error {
+	need := map[string][]string{}
+	name := func(t string) string {
+		if r.vars.LowerCaseNames != 0 {
+			return strings.ToLower(t)
 		}
+		return t
 	}
-	if missing := MissingOnParents(r.grants, parents); len(missing) > 0 {
-		return preflightErr("the account lacks %s, which the cut-over needs to lock the parent tables and add the foreign keys to the new table; GRANT them", strings.Join(missing, "; "))
+	for _, p := range r.parentTables() {
+		need[name(p)] = append(need[name(p)], "SELECT", "REFERENCES")
+	}
+	for _, c := range r.childTables() {
+		need[name(c)] = append(need[name(c)], "SELECT", "ALTER")
+	}
+	if len(r.orig.Children) > 0 {
+		need[name(r.names.Shadow)] = append(need[name(r.names.Shadow)], "REFERENCES")
+	}
+	if missing := MissingOn(r.grants, need); len(missing) > 0 {
+		return preflightErr("the account lacks %s, which the cut-over needs for the tables foreign keys relate to %s; GRANT them", strings.Join(missing, "; "), r.orig.Name)
 	}
 	return nil
 }
@@ -367,18 +386,17 @@ func (r *Runner) releaseOldChild(ctx context.Context, name string) error {
 
 // waitQuietParents waits, before the cut-over asks for its locks, for a
 // moment when no other session is inside a transaction that holds a lock on
-// the table or on a parent, up to the lock budget. LOCK TABLES takes its
+// the table or on a table foreign keys relate to it, up to the lock budget. LOCK TABLES takes its
 // locks one at a time, in name order, keeping those it has: a transaction
 // that holds one of the tables and then asks for another that sluice got
 // first would close a cycle, and the server's deadlock detector would roll
 // the application's transaction back (error 1213), not sluice's request.
 // Waiting for such transactions to end first leaves a race of milliseconds.
 func (r *Runner) waitQuietParents(ctx context.Context) {
-	parents := r.parentTables()
-	if len(parents) == 0 {
+	if len(r.related) == 0 {
 		return
 	}
-	tables := append([]string{r.orig.Name}, parents...)
+	tables := append([]string{r.orig.Name}, r.related...)
 	limit := time.Now().Add(r.cfg.LockWait)
 	for {
 		ss, err := mdl.Sessions(ctx, r.db, r.cfg.Database, tables, r.cfg.Conn.RunID)

@@ -17,6 +17,9 @@ func TestForeignKeyRefusal(t *testing.T) {
 	child := func(fks ...schema.ForeignKey) *schema.Table {
 		return &schema.Table{Database: "shop", Name: "t", ForeignKeys: fks}
 	}
+	parent := func(db, child string) *schema.Table {
+		return &schema.Table{Database: "shop", Name: "t", Children: []schema.ChildKey{{Schema: db, Table: child, ForeignKey: schema.ForeignKey{Name: "fk"}}}}
+	}
 	alter := func(clause string) *ddl.Alter {
 		a, err := ddl.Parse(clause)
 		if err != nil {
@@ -41,7 +44,10 @@ func TestForeignKeyRefusal(t *testing.T) {
 		{"another database", child(elsewhere), alter("ADD x INT"), logged, true, "another database"},
 		{"drops one", child(restrict), alter("DROP FOREIGN KEY f, ADD x INT"), logged, true, "drop it first"},
 		{"adds one", child(), alter("ADD FOREIGN KEY (x) REFERENCES parent (id)"), logged, true, "adds a foreign key"},
-		{"a parent", &schema.Table{Name: "t", ReferencedBy: []string{"shop.c (fk)"}}, alter("ADD x INT"), logged, true, "referenced by foreign keys (shop.c (fk))"},
+		{"a parent", parent("shop", "c"), alter("ADD x INT"), unlogged, true, ""},
+		{"a parent, sentry cut-over", parent("shop", "c"), alter("ADD x INT"), logged, false, "referenced by foreign keys (shop.c (fk)); sluice re-points them to the new table only on MySQL"},
+		{"a parent of another database's table", parent("other", "c"), alter("ADD x INT"), logged, true, "from another database"},
+		{"its own parent", parent("shop", "t"), alter("ADD x INT"), logged, true, "references itself"},
 	}
 	for _, c := range cases {
 		err := foreignKeyRefusal(c.t, c.a, c.v, c.underLock)

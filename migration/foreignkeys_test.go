@@ -412,6 +412,9 @@ func TestKillAndResumeForeignKeys(t *testing.T) {
 	w := sysbenchWorkload()
 	db.MustExec(t, "CREATE TABLE model_ref LIKE t")
 	w.load(t, db, "model_ref", 20000)
+	// t is a parent too.
+	db.MustExec(t, "CREATE TABLE ch (id INT PRIMARY KEY, tid BIGINT, FOREIGN KEY (tid) REFERENCES t (id) ON DELETE CASCADE ON UPDATE CASCADE)")
+	db.Fill(t, "ch", 5000, "n, n * 3")
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 11))
@@ -465,13 +468,81 @@ func TestKillAndResumeForeignKeys(t *testing.T) {
 		fks = append(fks, s)
 	}
 	rows.Close()
-	// fk_p became _fk_p at the first migration and fk_p again at the second.
-	if want := []string{"t fk_p p CASCADE"}; !slices.Equal(fks, want) {
+	// fk_p became _fk_p at the first migration and fk_p again at the
+	// second; ch's key, re-pointed twice, too.
+	if want := []string{"ch ch_ibfk_1 t CASCADE", "t fk_p p CASCADE"}; !slices.Equal(fks, want) {
 		t.Errorf("foreign keys after %d kills: %q, want %q", kills, fks, want)
 	}
+	var orphans, kids int
+	if err := db.QueryRow("SELECT COUNT(*), COALESCE(SUM(t.id IS NULL), 0) FROM ch LEFT JOIN t ON t.id = ch.tid").Scan(&kids, &orphans); err != nil || orphans != 0 || kids == 0 {
+		t.Errorf("ch has %d rows, %d of them orphans (%v)", kids, orphans, err)
+	}
 	for _, n := range db.Tables(t) {
-		if n != "t" && n != "model_ref" && n != "p" {
+		if n != "t" && n != "model_ref" && n != "p" && n != "ch" {
 			t.Errorf("left behind: %s", n)
 		}
+	}
+}
+
+// TestDeathInTheCutoverOfRelatedTables: a run that dies at each point of a
+// cut-over that moves foreign keys (after they are added to the new table,
+// after the children are pointed at it, right after the RENAME), then the
+// same command again: the table ends migrated with all its rows, its own
+// keys on it and not on the old table, the children's keys on it, and
+// nothing left behind.
+func TestDeathInTheCutoverOfRelatedTables(t *testing.T) {
+	if os.Getenv("SLUICE_RESUME_CHILD") != "" {
+		t.Skip()
+	}
+	for _, at := range []string{"keys-added", "children-pointed", "renamed"} {
+		t.Run(at, func(t *testing.T) {
+			db := testdb.New(t)
+			db.SkipUnless(t, dbconn.MySQL, "foreign keys are carried on MySQL only")
+			db.MustExec(t, "CREATE TABLE p (id INT PRIMARY KEY)", "INSERT INTO p VALUES (1), (2)",
+				"CREATE TABLE t (id BIGINT PRIMARY KEY, pid INT NOT NULL, v INT, CONSTRAINT fk_p FOREIGN KEY (pid) REFERENCES p (id))",
+				"CREATE TABLE ch (id INT PRIMARY KEY, tid BIGINT, FOREIGN KEY (tid) REFERENCES t (id) ON DELETE CASCADE)")
+			db.Fill(t, "t", 5000, "n, 1 + n % 2, n")
+			db.Fill(t, "ch", 1000, "n, n * 5")
+			before := db.Dump(t, "t", "id, pid, v", "id")
+			job := childJob{DSN: os.Getenv(testdb.Env), Database: db.Name, Table: "t", Alter: "ADD COLUMN extra INT NOT NULL DEFAULT 7", Every: 200 * time.Millisecond, Die: at}
+			c := startChild(t, job)
+			err := <-c.done
+			if code := c.cmd.ProcessState.ExitCode(); code != 9 {
+				t.Fatalf("the child did not die at %s (exit %d, %v):\n%s", at, code, err, c.out)
+			}
+			job.Die = ""
+			c = startChild(t, job)
+			if err := <-c.done; err != nil {
+				res, line := c.result(t)
+				t.Fatalf("the run after the death failed: %s (kept %q)\n%s", line, res.Kept, c.out)
+			}
+			if got := db.Dump(t, "t", "id, pid, v", "id"); fmt.Sprint(got) != fmt.Sprint(before) {
+				t.Errorf("t's rows changed: %d rows, %d before", len(got), len(before))
+			}
+			var extra int
+			if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE extra = 7").Scan(&extra); err != nil || extra != 5000 {
+				t.Errorf("migrated rows: %d (%v)", extra, err)
+			}
+			rows, err := db.Query(`SELECT CONCAT(TABLE_NAME, ' ', REFERENCED_TABLE_NAME) FROM information_schema.REFERENTIAL_CONSTRAINTS
+				WHERE CONSTRAINT_SCHEMA = DATABASE() ORDER BY 1`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fks []string
+			for rows.Next() {
+				var s string
+				rows.Scan(&s)
+				fks = append(fks, s)
+			}
+			rows.Close()
+			if want := []string{"ch t", "t p"}; !slices.Equal(fks, want) {
+				t.Errorf("foreign keys (table, parent): %q, want %q", fks, want)
+			}
+			for _, n := range db.Tables(t) {
+				if n != "t" && n != "p" && n != "ch" {
+					t.Errorf("left behind: %s", n)
+				}
+			}
+		})
 	}
 }

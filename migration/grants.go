@@ -127,28 +127,29 @@ func (r *Runner) checkPrivileges(ctx context.Context) error {
 	return nil
 }
 
-// MissingOnParents returns what the grants lack on each parent table of the
-// original's foreign keys: SELECT (to lock it for the cut-over) and
-// REFERENCES (to point the new table's keys at it), as "SELECT, REFERENCES
-// on p". parents are lower-case when names are folded.
-func MissingOnParents(g Grants, parents []string) []string {
+// MissingOn returns what the grants lack of need, which maps a table to the
+// privileges needed on it, as "SELECT, REFERENCES on p", sorted. Tables are
+// lower-case when names are folded.
+func MissingOn(g Grants, need map[string][]string) []string {
 	has := func(list []string, p string) bool {
 		return slices.ContainsFunc(list, func(x string) bool {
 			return strings.EqualFold(x, p) || strings.EqualFold(x, "ALL PRIVILEGES") || strings.EqualFold(x, "ALL")
 		})
 	}
 	var missing []string
-	for _, t := range parents {
+	for t, privs := range need {
 		var lack []string
-		for _, p := range []string{"REFERENCES", "SELECT"} {
-			if !has(g.Global, p) && !has(g.OnDB, p) && !has(g.OnTable[t], p) {
+		for _, p := range privs {
+			if !has(g.Global, p) && !has(g.OnDB, p) && !has(g.OnTable[t], p) && !slices.Contains(lack, p) {
 				lack = append(lack, p)
 			}
 		}
 		if len(lack) > 0 {
+			sort.Strings(lack)
 			missing = append(missing, strings.Join(lack, ", ")+" on "+t)
 		}
 	}
+	sort.Strings(missing)
 	return missing
 }
 

@@ -320,7 +320,10 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 	if err := foreignKeyRefusal(t, r.alter, r.vars, r.renameUnderLock()); err != nil {
 		return err
 	}
-	if err := r.checkParentPrivileges(); err != nil {
+	if err := r.checkRelatedPrivileges(); err != nil {
+		return err
+	}
+	if err := r.loadRelated(ctx); err != nil {
 		return err
 	}
 	for _, k := range t.PrimaryKey {
@@ -444,6 +447,9 @@ func (r *Runner) createShadow(ctx context.Context) error {
 		return preflightErr("the ALTER changes the character set of primary-key column %s (%s -> %s), which sluice cannot do on MariaDB yet; change it with a native ALTER, or on MySQL", col, from, to)
 	}
 	if err := r.checkForeignKeyColumns(ctx); err != nil {
+		return err
+	}
+	if err := r.checkChildKeys(ctx); err != nil {
 		return err
 	}
 	keep := keepPlainIndexes(r.cfg.KeepIndexes, r.cfg.DeferIndexes, r.lag != nil)
@@ -590,7 +596,7 @@ func (r *Runner) recheckOriginal(ctx context.Context) error {
 		return fmt.Errorf("read %s again: %w", r.orig.Name, err)
 	}
 	same := len(now.Columns) == len(r.orig.Columns) && sameKey(now.PrimaryKey, r.orig.PrimaryKey) &&
-		now.Triggers == r.orig.Triggers && fmt.Sprint(now.ForeignKeys, now.ReferencedBy) == fmt.Sprint(r.orig.ForeignKeys, r.orig.ReferencedBy) && len(now.Indexes) == len(r.orig.Indexes)
+		now.Triggers == r.orig.Triggers && fmt.Sprint(now.ForeignKeys, now.Children) == fmt.Sprint(r.orig.ForeignKeys, r.orig.Children) && len(now.Indexes) == len(r.orig.Indexes)
 	for i := 0; same && i < len(now.Columns); i++ {
 		a, b := now.Columns[i], r.orig.Columns[i]
 		same = a.Name == b.Name && a.ColumnType == b.ColumnType && a.Collation == b.Collation && a.Nullable == b.Nullable && a.Generated == b.Generated

@@ -239,6 +239,13 @@ func (r *Runner) dropPrevious(ctx context.Context, cp *checkpoint) error {
 			return fmt.Errorf("%w: drop the cut-over sentry %s: %w", ErrPreflight, cp.Sentry, err)
 		}
 	}
+	if !r.res.AlreadyDone {
+		// Children a run that died in its cut-over left pointing at the
+		// shadow would keep it from being dropped (children.go).
+		if err := r.restoreChildren(ctx); err != nil {
+			return err
+		}
+	}
 	for _, n := range names {
 		if err := r.dropGuarded(ctx, n); err != nil {
 			return fmt.Errorf("%w: drop %s: %w", ErrPreflight, n, err)
@@ -259,6 +266,9 @@ func resumable(err error) bool {
 func (r *Runner) resumeShadow(ctx context.Context) error {
 	r.shadowCreated, r.ckptCreated, r.ckpt = true, true, r.resume
 	var err error
+	if err := r.restoreChildren(ctx); err != nil {
+		return err
+	}
 	if r.shadow, err = schema.Load(ctx, r.db, r.cfg.Database, r.names.Shadow); err != nil {
 		return err
 	}

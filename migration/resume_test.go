@@ -30,6 +30,9 @@ type childJob struct {
 	Alter    string
 	Postpone bool
 	Every    time.Duration
+	// Die names a point of the cut-over at which the child exits at once,
+	// as if killed there (failpoint).
+	Die string
 }
 
 // TestResumeChild runs the migration of SLUICE_RESUME_CHILD (a childJob in
@@ -76,7 +79,7 @@ func startChild(t *testing.T, job childJob) *childRun {
 	t.Helper()
 	spec, _ := json.Marshal(job)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestResumeChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "SLUICE_RESUME_CHILD="+string(spec))
+	cmd.Env = append(os.Environ(), "SLUICE_RESUME_CHILD="+string(spec), "SLUICE_FAILPOINT="+job.Die)
 	out := &testdb.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

@@ -57,6 +57,8 @@ type Runner struct {
 
 	deferred                       []schema.KeyDef // secondary indexes built after the copy
 	grants                         Grants          // the account's, as checkPrivileges read them
+	related                        []string        // tables foreign keys connect to the original (children.go)
+	ownThreads                     sync.Map        // server connection ids whose DDL is sluice's (children.go)
 	shadowCreated, postponeCreated bool
 	ckptCreated                    bool
 	// runLock holds the table's named lock for the run (resume.go).
@@ -307,7 +309,7 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 	r.streamer, err = binlog.Start(ctx, binlog.Config{
 		Conn: r.cfg.Conn, TLS: tlsConf, Database: r.cfg.Database, Table: r.cfg.Table,
 		Columns: len(r.orig.Columns), Key: r.key, Sink: sinks{sched: r.sched, tracker: r.tracker}, FoldCase: r.vars.LowerCaseNames != 0,
-		CascadeParents: r.cascadeParents(), Flavor: r.vars.Flavor, Logger: r.log,
+		CascadeParents: r.cascadeParents(), Ours: r.ours, Flavor: r.vars.Flavor, Logger: r.log,
 	}, pos)
 	if err != nil {
 		return err
@@ -546,7 +548,7 @@ func (r *Runner) drainUnderReadLock(ctx context.Context, what string, keepHeld b
 // TABLES, or by discarding the connection.
 func (r *Runner) withTableLock(ctx context.Context, what, spec string, before func(context.Context) error, after func(),
 	fn func(ctx context.Context, lock *sql.Conn) error) error {
-	g := r.lockGuard(append([]string{r.orig.Name, r.names.Shadow}, r.parentTables()...)...)
+	g := r.lockGuard(append([]string{r.orig.Name, r.names.Shadow}, r.related...)...)
 	g.Before, g.After = before, after
 	if r.cfg.CutoverLockTimeout > 0 {
 		g.Policy.Budget = r.cfg.CutoverLockTimeout

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sluicedb/sluice/internal/schema"
@@ -12,9 +13,26 @@ import (
 // under the cut-over's lock, which then holds the parents too. "" for a
 // table without any.
 func ForeignKeysNote(t *schema.Table) string {
-	if len(t.ReferencedBy) > 0 {
-		return fmt.Sprintf("referenced by %s: sluice refuses a parent table on the copy path; run the ALTER natively", strings.Join(t.ReferencedBy, ", "))
+	var notes []string
+	if len(t.Children) > 0 {
+		var keys, tables []string
+		for _, c := range t.Children {
+			keys = append(keys, fmt.Sprintf("%s (renamed %s)", c, schema.Toggled(c.Name)))
+			if !slices.Contains(tables, c.Table) {
+				tables = append(tables, c.Table)
+			}
+		}
+		notes = append(notes, fmt.Sprintf("referenced by %s: each is re-pointed to the new table under the cut-over's lock by one ALTER of its table that reads no row "+
+			"(a constraint name cannot be dropped and re-added in one statement, so each takes the other name), and the cut-over also write-locks %s for its sub-second length",
+			strings.Join(keys, ", "), strings.Join(tables, ", ")))
 	}
+	if own := ownKeysNote(t); own != "" {
+		notes = append(notes, own)
+	}
+	return strings.Join(notes, "; ")
+}
+
+func ownKeysNote(t *schema.Table) string {
 	if len(t.ForeignKeys) == 0 {
 		return ""
 	}

@@ -11,8 +11,8 @@ func TestForeignKeysNote(t *testing.T) {
 	if got := ForeignKeysNote(&schema.Table{Name: "t"}); got != "" {
 		t.Errorf("a table without foreign keys: %q", got)
 	}
-	parent := &schema.Table{Name: "t", ReferencedBy: []string{"shop.c (c_ibfk_1)"}}
-	if got := ForeignKeysNote(parent); !strings.Contains(got, "refuses a parent table") || !strings.Contains(got, "shop.c (c_ibfk_1)") {
+	parent := &schema.Table{Name: "t", Children: []schema.ChildKey{{Schema: "shop", Table: "c", ForeignKey: schema.ForeignKey{Name: "c_ibfk_1"}}}}
+	if got := ForeignKeysNote(parent); !strings.Contains(got, "referenced by shop.c (c_ibfk_1) (renamed _c_ibfk_1): each is re-pointed") || !strings.Contains(got, "write-locks c for") {
 		t.Errorf("a parent: %q", got)
 	}
 	child := &schema.Table{Name: "t", ForeignKeys: []schema.ForeignKey{

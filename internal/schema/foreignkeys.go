@@ -83,21 +83,59 @@ func loadForeignKeys(ctx context.Context, db *sql.DB, t *Table) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read foreign keys of %s.%s: %w", t.Database, t.Name, err)
 	}
-	children, err := db.QueryContext(ctx, `SELECT DISTINCT CONCAT(TABLE_SCHEMA, '.', TABLE_NAME, ' (', CONSTRAINT_NAME, ')')
-		FROM information_schema.KEY_COLUMN_USAGE
-		WHERE REFERENCED_TABLE_SCHEMA = ? AND REFERENCED_TABLE_NAME = ? ORDER BY 1`, t.Database, t.Name)
+	t.Children, err = ChildrenOf(ctx, db, t.Database, t.Name)
+	return err
+}
+
+// ChildKey is a foreign key of another table (or of the table itself) that
+// references the table: the table is its parent.
+type ChildKey struct {
+	Schema, Table string // the child
+	ForeignKey
+}
+
+// Child names the child table, database-qualified, and the constraint.
+func (c ChildKey) String() string { return c.Schema + "." + c.Table + " (" + c.Name + ")" }
+
+// ChildrenOf reads the foreign keys that reference database.table.
+func ChildrenOf(ctx context.Context, db *sql.DB, database, table string) ([]ChildKey, error) {
+	var out []ChildKey
+	rows, err := db.QueryContext(ctx, `SELECT k.TABLE_SCHEMA, k.TABLE_NAME, k.CONSTRAINT_NAME, k.COLUMN_NAME,
+			k.REFERENCED_COLUMN_NAME, r.UPDATE_RULE, r.DELETE_RULE
+		FROM information_schema.KEY_COLUMN_USAGE k
+		JOIN information_schema.REFERENTIAL_CONSTRAINTS r
+			ON r.CONSTRAINT_SCHEMA = k.CONSTRAINT_SCHEMA AND r.CONSTRAINT_NAME = k.CONSTRAINT_NAME AND r.TABLE_NAME = k.TABLE_NAME
+		WHERE k.REFERENCED_TABLE_SCHEMA = ? AND k.REFERENCED_TABLE_NAME = ?
+		ORDER BY k.TABLE_SCHEMA, k.TABLE_NAME, k.CONSTRAINT_NAME, k.ORDINAL_POSITION`, database, table)
 	if err != nil {
-		return fmt.Errorf("read the foreign keys referencing %s.%s: %w", t.Database, t.Name, err)
+		return nil, fmt.Errorf("read the foreign keys referencing %s.%s: %w", database, table, err)
 	}
-	defer children.Close()
-	for children.Next() {
-		var c string
-		if err := children.Scan(&c); err != nil {
-			return err
+	defer rows.Close()
+	for rows.Next() {
+		var cs, ct, name, col, rc, upd, del string
+		if err := rows.Scan(&cs, &ct, &name, &col, &rc, &upd, &del); err != nil {
+			return nil, fmt.Errorf("read the foreign keys referencing %s.%s: %w", database, table, err)
 		}
-		t.ReferencedBy = append(t.ReferencedBy, c)
+		n := len(out)
+		if n == 0 || out[n-1].Schema != cs || out[n-1].Table != ct || out[n-1].Name != name {
+			out = append(out, ChildKey{Schema: cs, Table: ct, ForeignKey: ForeignKey{Name: name,
+				RefSchema: database, RefTable: table, OnUpdate: strings.ToUpper(upd), OnDelete: strings.ToUpper(del)}})
+			n++
+		}
+		c := &out[n-1]
+		c.Columns = append(c.Columns, col)
+		c.RefColumns = append(c.RefColumns, rc)
 	}
-	return children.Err()
+	return out, rows.Err()
+}
+
+// ReferencedBy names the foreign keys that reference t, as "db.child (name)".
+func (t *Table) ReferencedBy() []string {
+	var out []string
+	for _, c := range t.Children {
+		out = append(out, c.String())
+	}
+	return out
 }
 
 // ForeignKeyFor returns the name a foreign key of the original table takes
@@ -112,10 +150,17 @@ func ForeignKeyFor(table, shadow, name string) (onShadow, after string) {
 	if len(name) > len(prefix) && strings.EqualFold(name[:len(prefix)], prefix) && digits(name[len(prefix):]) {
 		return shadow + "_ibfk_" + name[len(prefix):], name
 	}
+	return Toggled(name), Toggled(name)
+}
+
+// Toggled is the name a constraint takes when it is re-made beside itself,
+// as pt-online-schema-change names it: a leading underscore added, or
+// removed when there is one.
+func Toggled(name string) string {
 	if strings.HasPrefix(name, "_") {
-		return name[1:], name[1:]
+		return name[1:]
 	}
-	return "_" + name, "_" + name
+	return "_" + name
 }
 
 func digits(s string) bool {

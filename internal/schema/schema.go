@@ -63,10 +63,9 @@ type Table struct {
 	// PKPrefix is true when some primary key part is a column prefix.
 	PKPrefix bool
 	// ForeignKeys are the table's own foreign keys (it is their child);
-	// ReferencedBy names the constraints of tables, this one included, that
-	// reference it, as "db.table (constraint)".
+	// Children are those of tables, this one included, that reference it.
 	ForeignKeys   []ForeignKey
-	ReferencedBy  []string
+	Children      []ChildKey
 	Triggers      int
 	EstimatedRows int64
 	Engine        string
