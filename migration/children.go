@@ -3,6 +3,7 @@ package migration
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -38,6 +39,12 @@ func (r *Runner) checkChildKeys(ctx context.Context) error {
 		return nil
 	}
 	origHas := func(n string) bool { _, ok := r.orig.Column(n); return ok }
+	// The shadow as the server has it: r.shadow's key may be the row key
+	// the copy finds rows by, not its primary key (rowkey.go).
+	shadow, err := schema.Load(ctx, r.db, r.cfg.Database, r.names.Shadow)
+	if err != nil {
+		return err
+	}
 	for _, c := range r.orig.Children {
 		for _, col := range c.RefColumns {
 			o, _ := r.orig.Column(col)
@@ -50,8 +57,13 @@ func (r *Runner) checkChildKeys(ctx context.Context) error {
 				return preflightErr("the ALTER changes column %s, which foreign key %s references (%s -> %s); run this ALTER natively", col, c, o.ColumnType, n.ColumnType)
 			}
 		}
-		if !uniqueOn(r.shadow, c.RefColumns) {
+		if !uniqueOn(shadow, c.RefColumns) {
 			return preflightErr("the new table has no primary key or unique index on exactly (%s), which foreign key %s references; keep one", strings.Join(c.RefColumns, ", "), c)
+		}
+		if parts, err := r.partitions(ctx, r.names.Shadow); err != nil {
+			return err
+		} else if parts > 0 {
+			return preflightErr("the ALTER partitions table %s, which foreign key %s references (a partitioned InnoDB table cannot be referenced)", r.orig.Name, c)
 		}
 		if name := schema.Toggled(c.Name); len(name) > 64 {
 			return preflightErr("foreign key %s would take the name %s, longer than the server allows; rename it first", c, name)
@@ -127,15 +139,6 @@ func (r *Runner) pointChildren(ctx context.Context, conn *sql.Conn, from, to str
 	if err != nil || len(keys) == 0 {
 		return err
 	}
-	if to == r.orig.Name {
-		// The binlog reader would take the keys pointed at the table for
-		// someone else's (a child added during the run): they are ours.
-		var id uint32
-		if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
-			return err
-		}
-		r.ownThreads.Store(id, true)
-	}
 	if _, err := conn.ExecContext(ctx, "SET SESSION foreign_key_checks = 0"); err != nil {
 		return err
 	}
@@ -157,26 +160,10 @@ func (r *Runner) pointChildren(ctx context.Context, conn *sql.Conn, from, to str
 	return nil
 }
 
-// childrenToShadow re-points the children to the shadow under the cut-over's
-// lock, right before the RENAME; on failure they are pointed back.
-func (r *Runner) childrenToShadow(ctx context.Context, lock *sql.Conn) error {
-	if len(r.orig.Children) == 0 {
-		return nil
-	}
-	err := r.pointChildren(ctx, lock, r.orig.Name, r.names.Shadow)
-	if err != nil {
-		r.childrenBack(ctx, lock)
-	}
-	return err
-}
-
 // childrenBack points back to the original the children a failed cut-over
 // attempt re-pointed to the shadow, on lock, which still holds the locks.
 // A failure is logged: the next attempt, or the next run, tries again.
 func (r *Runner) childrenBack(ctx context.Context, lock *sql.Conn) {
-	if len(r.orig.Children) == 0 {
-		return
-	}
 	if err := r.pointChildren(context.WithoutCancel(ctx), lock, r.names.Shadow, r.orig.Name); err != nil {
 		r.log.Warn("could not point the children's foreign keys back to the original after a failed swap; run the same command again to repair them", "err", err)
 	}
@@ -208,6 +195,25 @@ func (r *Runner) restoreChildren(ctx context.Context) error {
 	}
 	if r.orig, err = schema.Load(ctx, r.db, r.cfg.Database, r.orig.Name); err != nil {
 		return err
+	}
+	// While they pointed at the shadow, the server checked the children's
+	// writes against it: a row written then may reference a parent row the
+	// original lacks. The keys are back without a check; say so.
+	for _, k := range keys {
+		var on, notNull []string
+		for i, c := range k.Columns {
+			on = append(on, "c."+dbconn.QuoteIdent(c)+" = p."+dbconn.QuoteIdent(k.RefColumns[i]))
+			notNull = append(notNull, "c."+dbconn.QuoteIdent(c)+" IS NOT NULL")
+		}
+		q := fmt.Sprintf("SELECT 1 FROM %s c LEFT JOIN %s p ON %s WHERE %s AND p.%s IS NULL LIMIT 1",
+			dbconn.QuoteTable(k.Schema, k.Table), r.orig.Quoted(), strings.Join(on, " AND "), strings.Join(notNull, " AND "), dbconn.QuoteIdent(k.RefColumns[0]))
+		var one int
+		switch err := r.db.QueryRowContext(ctx, q).Scan(&one); {
+		case err == nil:
+			r.log.Warn("a child has rows whose parent row is missing, written while its foreign key pointed at the new table; find them and fix them", "child", k.Table, "key", schema.Toggled(k.Name), "query", q)
+		case !errors.Is(err, sql.ErrNoRows):
+			r.log.Warn("could not check a child's rows against the original", "child", k.Table, "err", err)
+		}
 	}
 	return nil
 }
@@ -256,9 +262,27 @@ func (r *Runner) loadRelated(ctx context.Context) error {
 	return nil
 }
 
-// ours reports whether the server connection thread is one of this run's
-// that re-pointed foreign keys to the original (binlog.Config.Ours).
-func (r *Runner) ours(thread uint32) bool {
-	_, ok := r.ownThreads.Load(thread)
-	return ok
+// ErrChildrenOnShadow: foreign keys of other tables still reference the new
+// table after a failed cut-over, and could not be pointed back; the shadow
+// and the checkpoint are kept, and the next run points them back first.
+var ErrChildrenOnShadow = errors.New("foreign keys of other tables still point at the new table")
+
+// afterFailedCutover makes sure no child's key is left on the shadow once a
+// cut-over has failed: the locked connection points them back when it can
+// (childrenBack); when it could not (it was lost, and its locks with it),
+// this does it through the guard on a connection of its own.
+func (r *Runner) afterFailedCutover(ctx context.Context, cause error) error {
+	keys, err := schema.ChildrenOf(context.WithoutCancel(ctx), r.db, r.cfg.Database, r.names.Shadow)
+	if err == nil && len(keys) == 0 {
+		return cause
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.LockDeadline)
+	defer cancel()
+	if err == nil {
+		err = r.restoreChildren(rctx)
+	}
+	if err != nil {
+		return fmt.Errorf("%w (%w): run the same command again to point them back at %s (%w)", cause, ErrChildrenOnShadow, r.orig.Name, err)
+	}
+	return cause
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
@@ -60,6 +61,9 @@ func (r *Runner) cutover(ctx context.Context) error {
 				return err
 			}
 		}
+		if err := r.prepareSwap(ctx); err != nil {
+			return err
+		}
 		r.waitQuietParents(ctx)
 		return r.pauseApply(ctx)
 	}
@@ -77,7 +81,7 @@ func (r *Runner) cutover(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("cut-over: %w", err)
+		return fmt.Errorf("cut-over: %w", r.afterFailedCutover(ctx, err))
 	}
 	r.log.Info("tables swapped", "lock_held", r.res.CutoverLock.Round(time.Millisecond), "drain", r.res.CutoverDrain.Round(time.Millisecond),
 		"verify", r.res.CutoverVerify.Round(time.Millisecond), "old_table", r.names.Old)
@@ -103,33 +107,33 @@ func (r *Runner) cutover(ctx context.Context) error {
 // carries them), and its own are taken off the old table after; a failure
 // before the RENAME is done undoes them.
 func (r *Runner) swap(ctx context.Context, lock *sql.Conn) error {
+	// Each statement here is quick (metadata only, every lock held), and
+	// one cut short by a cancellation would go on in the server without
+	// its locks: they run to their end.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
 	shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
 	oldQ := dbconn.QuoteTable(r.cfg.Database, r.names.Old)
+	r.renaming.Store(true)
 	var err error
-	if r.renameUnderLock() {
-		if err = r.addForeignKeys(ctx, lock); err == nil {
-			failpoint("keys-added")
-			err = r.childrenToShadow(ctx, lock)
-			failpoint("children-pointed")
-		}
+	switch {
+	case r.swapPlan.proc != "":
+		err = r.callSwap(ctx, lock) // swapproc.go
+	case r.renameUnderLock():
+		_, err = lock.ExecContext(ctx, "RENAME TABLE "+r.orig.Quoted()+" TO "+oldQ+", "+shadowQ+" TO "+r.orig.Quoted())
+	default:
+		err = r.renameBySentry(ctx, lock)
 	}
-	if err == nil {
-		r.renaming.Store(true)
-		if r.renameUnderLock() {
-			_, err = lock.ExecContext(ctx, "RENAME TABLE "+r.orig.Quoted()+" TO "+oldQ+", "+shadowQ+" TO "+r.orig.Quoted())
-		} else {
-			err = r.renameBySentry(ctx, lock)
-		}
-		if err != nil && r.renamed(ctx) {
-			err = nil // the rename committed; only its reply was lost
-		}
-		if err != nil {
-			r.renaming.Store(false)
-			r.childrenBack(ctx, lock)
-		}
+	if err != nil && r.renamed(ctx) {
+		err = nil // the rename committed; only its reply was lost, or a later step failed
 	}
 	if err != nil {
-		r.dropShadowForeignKeys(ctx, lock)
+		// Whatever the procedure did before its failure is undone.
+		r.renaming.Store(false)
+		if r.swapPlan.proc != "" {
+			r.childrenBack(ctx, lock)
+			r.dropShadowForeignKeys(ctx, lock)
+		}
 		return err
 	}
 	r.swapped.Store(true)
@@ -174,8 +178,13 @@ func (r *Runner) dropGuarded(ctx context.Context, name string) error {
 	tables := []string{name}
 	if name == r.names.Shadow || name == r.names.Old {
 		// It may have foreign keys, whose drop takes the related tables'
-		// locks.
-		tables = append(tables, r.related...)
+		// locks (r.related is not read yet when an earlier run's tables
+		// are dropped).
+		for _, t := range append(r.relatedTables(), r.related...) {
+			if !slices.Contains(tables, t) {
+				tables = append(tables, t)
+			}
+		}
 	}
 	return r.lockGuard(tables...).Run(ctx, "DROP TABLE "+name, func(ctx context.Context, conn *sql.Conn) error {
 		_, err := conn.ExecContext(ctx, "DROP TABLE IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, name))

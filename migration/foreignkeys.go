@@ -119,12 +119,9 @@ func (r *Runner) checkForeignKeyColumns(ctx context.Context) error {
 			return preflightErr("the new table has no index that begins with the whole columns of foreign key %s (%s); keep or add one", fk.Name, strings.Join(fk.Columns, ", "))
 		}
 	}
-	var parts int
-	if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PARTITIONS
-		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND PARTITION_NAME IS NOT NULL`, r.cfg.Database, r.names.Shadow).Scan(&parts); err != nil {
-		return fmt.Errorf("read the partitions of %s: %w", r.names.Shadow, err)
-	}
-	if parts > 0 {
+	if parts, err := r.partitions(ctx, r.names.Shadow); err != nil {
+		return err
+	} else if parts > 0 {
 		return preflightErr("the ALTER partitions table %s, which has foreign keys (a partitioned InnoDB table cannot have them)", r.orig.Name)
 	}
 	return nil
@@ -213,7 +210,14 @@ func (r *Runner) checkRelatedPrivileges() error {
 		need[name(c)] = append(need[name(c)], "SELECT", "ALTER")
 	}
 	if len(r.orig.Children) > 0 {
+		// The children's keys point at the new table, and back at the
+		// original after a failed attempt.
 		need[name(r.names.Shadow)] = append(need[name(r.names.Shadow)], "REFERENCES")
+		need[name(r.orig.Name)] = append(need[name(r.orig.Name)], "REFERENCES")
+	}
+	if len(r.orig.Children) > 0 || len(r.orig.ForeignKeys) > 0 {
+		// The swap is one CALL of a procedure made for it (swapproc.go).
+		need[r.procName()] = []string{"CREATE ROUTINE", "ALTER ROUTINE", "EXECUTE"}
 	}
 	if missing := MissingOn(r.grants, need); len(missing) > 0 {
 		return preflightErr("the account lacks %s, which the cut-over needs for the tables foreign keys relate to %s; GRANT them", strings.Join(missing, "; "), r.orig.Name)
@@ -249,53 +253,25 @@ func (r *Runner) cascadeParents() []string {
 	return out
 }
 
-// addForeignKeys adds the original's foreign keys to the shadow on conn,
-// which holds the cut-over's locks, those the shadow has not got (an
-// earlier attempt of the cut-over may have added them), without checking
-// rows.
-func (r *Runner) addForeignKeys(ctx context.Context, conn *sql.Conn) error {
+// missingForeignKeys returns the ADD clauses of the original's foreign keys
+// the shadow has not got (an earlier attempt of the cut-over may have added
+// them), under the names they take there.
+func (r *Runner) missingForeignKeys(ctx context.Context) ([]string, error) {
 	if len(r.orig.ForeignKeys) == 0 {
-		return nil
+		return nil, nil
 	}
-	have := map[string]bool{}
-	rows, err := conn.QueryContext(ctx, `SELECT CONSTRAINT_NAME FROM information_schema.REFERENTIAL_CONSTRAINTS
-		WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?`, r.cfg.Database, r.names.Shadow)
+	shadow, err := schema.Load(ctx, r.db, r.cfg.Database, r.names.Shadow)
 	if err != nil {
-		return fmt.Errorf("read the new table's foreign keys: %w", err)
-	}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return err
-		}
-		have[strings.ToLower(n)] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+		return nil, fmt.Errorf("read the new table's foreign keys: %w", err)
 	}
 	var adds []string
 	for _, fk := range r.orig.ForeignKeys {
 		name, _ := schema.ForeignKeyFor(r.orig.Name, r.names.Shadow, fk.Name)
-		if !have[strings.ToLower(name)] {
+		if !slices.ContainsFunc(shadow.ForeignKeys, func(h schema.ForeignKey) bool { return strings.EqualFold(h.Name, name) }) {
 			adds = append(adds, "ADD "+fk.Definition(name))
 		}
 	}
-	if len(adds) == 0 {
-		return nil
-	}
-	if _, err := conn.ExecContext(ctx, "SET SESSION foreign_key_checks = 0"); err != nil {
-		return err
-	}
-	_, err = conn.ExecContext(ctx, "ALTER TABLE "+dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)+" "+strings.Join(adds, ", "))
-	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION foreign_key_checks = 1"); rerr != nil && err == nil {
-		err = rerr
-	}
-	if err != nil {
-		return fmt.Errorf("add the foreign keys to the new table: %w", err)
-	}
-	return nil
+	return adds, nil
 }
 
 // dropShadowForeignKeys takes the foreign keys off the shadow again, when the
@@ -419,4 +395,14 @@ func (r *Runner) waitQuietParents(ctx context.Context) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// partitions counts table's partitions (0: not partitioned).
+func (r *Runner) partitions(ctx context.Context, table string) (int, error) {
+	var n int
+	if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PARTITIONS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND PARTITION_NAME IS NOT NULL`, r.cfg.Database, table).Scan(&n); err != nil {
+		return 0, fmt.Errorf("read the partitions of %s: %w", table, err)
+	}
+	return n, nil
 }

@@ -85,13 +85,19 @@ func (r *Runner) previousRun(ctx context.Context) error {
 		}
 		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
-	if !found {
-		return nil // no earlier run; copyPreflight refuses a stray shadow
-	}
-	if cp != nil && r.cfg.Restart {
+	if cp != nil {
 		if err := r.endEarlierRun(ctx, cp.Run); err != nil {
 			return err
 		}
+	}
+	// Foreign keys a run that died in its cut-over left pointing at the
+	// shadow go back to the original first, whatever this run does next
+	// (children.go).
+	if err := r.restoreChildren(ctx); err != nil {
+		return err
+	}
+	if !found {
+		return nil // no earlier run; copyPreflight refuses a stray shadow
 	}
 	if cp == nil || r.cfg.Restart {
 		// A run that died before recording anything left nothing to keep.
@@ -101,9 +107,6 @@ func (r *Runner) previousRun(ctx context.Context) error {
 			r.log.Info("--restart: dropping the earlier run's work", "shadow", r.names.Shadow, "checkpoint", r.names.Checkpoint)
 		}
 		return r.dropPrevious(ctx, cp)
-	}
-	if err := r.endEarlierRun(ctx, cp.Run); err != nil {
-		return err
 	}
 	if err := r.dropSentry(ctx, cp.Sentry); err != nil {
 		return fmt.Errorf("%w: drop the cut-over sentry %s: %w", ErrPreflight, cp.Sentry, err)
@@ -221,6 +224,10 @@ func (r *Runner) tableExists(ctx context.Context, name string) (bool, error) {
 // goes only with a checkpoint beside it: a _T_new without one may be
 // another tool's.
 func (r *Runner) dropPrevious(ctx context.Context, cp *checkpoint) error {
+	if err := r.restoreChildren(ctx); err != nil {
+		return err
+	}
+	r.dropSwapProc(ctx)
 	var names []string
 	switch {
 	case cp == nil:
@@ -239,13 +246,6 @@ func (r *Runner) dropPrevious(ctx context.Context, cp *checkpoint) error {
 			return fmt.Errorf("%w: drop the cut-over sentry %s: %w", ErrPreflight, cp.Sentry, err)
 		}
 	}
-	if !r.res.AlreadyDone {
-		// Children a run that died in its cut-over left pointing at the
-		// shadow would keep it from being dropped (children.go).
-		if err := r.restoreChildren(ctx); err != nil {
-			return err
-		}
-	}
 	for _, n := range names {
 		if err := r.dropGuarded(ctx, n); err != nil {
 			return fmt.Errorf("%w: drop %s: %w", ErrPreflight, n, err)
@@ -258,7 +258,7 @@ func (r *Runner) dropPrevious(ctx context.Context, cp *checkpoint) error {
 // shadow and checkpoint for the next run: the cut-over could not get its
 // lock before the deadline, or a connection was lost.
 func resumable(err error) bool {
-	return errors.Is(err, mdl.ErrDeadline) || dbconn.ConnectionLost(err)
+	return errors.Is(err, mdl.ErrDeadline) || dbconn.ConnectionLost(err) || errors.Is(err, ErrChildrenOnShadow)
 }
 
 // resumeShadow takes up the shadow of the checkpoint: the indexes still to
@@ -266,9 +266,6 @@ func resumable(err error) bool {
 func (r *Runner) resumeShadow(ctx context.Context) error {
 	r.shadowCreated, r.ckptCreated, r.ckpt = true, true, r.resume
 	var err error
-	if err := r.restoreChildren(ctx); err != nil {
-		return err
-	}
 	if r.shadow, err = schema.Load(ctx, r.db, r.cfg.Database, r.names.Shadow); err != nil {
 		return err
 	}

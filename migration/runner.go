@@ -58,7 +58,7 @@ type Runner struct {
 	deferred                       []schema.KeyDef // secondary indexes built after the copy
 	grants                         Grants          // the account's, as checkPrivileges read them
 	related                        []string        // tables foreign keys connect to the original (children.go)
-	ownThreads                     sync.Map        // server connection ids whose DDL is sluice's (children.go)
+	swapPlan                       swapPlan        // the next cut-over attempt's procedure (swapproc.go)
 	shadowCreated, postponeCreated bool
 	ckptCreated                    bool
 	// runLock holds the table's named lock for the run (resume.go).
@@ -237,6 +237,9 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 			}
 		}
 	}
+	if r.db != nil && r.swapPlan.proc != "" {
+		r.dropSwapProc(cctx)
+	}
 	if r.db != nil && r.sentry != "" && !r.swapped.Load() {
 		// A cut-over that gave up may leave its sentry; dropped only if it
 		// is one (a swap whose reply was lost made that name the original).
@@ -309,7 +312,7 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 	r.streamer, err = binlog.Start(ctx, binlog.Config{
 		Conn: r.cfg.Conn, TLS: tlsConf, Database: r.cfg.Database, Table: r.cfg.Table,
 		Columns: len(r.orig.Columns), Key: r.key, Sink: sinks{sched: r.sched, tracker: r.tracker}, FoldCase: r.vars.LowerCaseNames != 0,
-		CascadeParents: r.cascadeParents(), Ours: r.ours, Flavor: r.vars.Flavor, Logger: r.log,
+		CascadeParents: r.cascadeParents(), ChildrenFollow: r.renameUnderLock(), Flavor: r.vars.Flavor, Logger: r.log,
 	}, pos)
 	if err != nil {
 		return err

@@ -255,3 +255,20 @@ func TestCheckQueryCascadeParents(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckQueryChildrenFollow: where the cut-over re-points children's
+// keys (MySQL), a key added towards the table does not stop the migration.
+func TestCheckQueryChildrenFollow(t *testing.T) {
+	for _, follow := range []bool{false, true} {
+		s := &Streamer{cfg: Config{Database: "shop", Table: "orders", ChildrenFollow: follow}}
+		for _, q := range []string{"ALTER TABLE items ADD CONSTRAINT fk FOREIGN KEY (oid) REFERENCES orders (id)",
+			"CREATE TABLE items (oid INT, FOREIGN KEY (oid) REFERENCES orders (id))"} {
+			if stopped := errors.Is(s.checkQuery("shop", q, 0), ErrTableChanged); stopped == follow {
+				t.Errorf("ChildrenFollow %v: %q stopped %v", follow, q, stopped)
+			}
+		}
+		if err := s.checkQuery("shop", "ALTER TABLE orders ADD COLUMN x INT", 0); !errors.Is(err, ErrTableChanged) {
+			t.Errorf("ChildrenFollow %v: an ALTER of the table itself went by", follow)
+		}
+	}
+}

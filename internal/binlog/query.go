@@ -133,6 +133,9 @@ func (s *Streamer) checkQuery(schema, query string, mode tidbmysql.SQLMode) erro
 			if db == "" {
 				db = schema
 			}
+			if (t.how == fkAdded || t.how == fkCreated) && s.cfg.ChildrenFollow {
+				continue
+			}
 			if s.cfg.sameName(t.name.Name.O, s.cfg.Table) && s.cfg.sameName(db, s.cfg.Database) {
 				return fmt.Errorf("%w: %s %s.%s during the migration", ErrTableChanged, t.how, s.cfg.Database, s.cfg.Table)
 			}
@@ -159,6 +162,8 @@ func mentions(lower, name string) bool {
 const (
 	stmtWrite = "a statement-format write (binlog_format=STATEMENT in a session) to"
 	stmtLoad  = "a statement-format LOAD DATA into"
+	fkAdded   = "a foreign key added towards"
+	fkCreated = "a foreign key created towards"
 )
 
 // targets returns the tables st changes the rows or the definition of, or
@@ -184,12 +189,12 @@ func targets(st ast.StmtNode) []target {
 			default:
 				add("ALTER TABLE naming", spec.NewTable)
 			}
-			add("a foreign key added towards", references(spec.Constraint, spec.NewColumns)...)
+			add(fkAdded, references(spec.Constraint, spec.NewColumns)...)
 		}
 	case *ast.CreateTableStmt:
-		add("a foreign key created towards", references(nil, x.Cols)...)
+		add(fkCreated, references(nil, x.Cols)...)
 		for _, c := range x.Constraints {
-			add("a foreign key created towards", references(c, nil)...)
+			add(fkCreated, references(c, nil)...)
 		}
 	case *ast.DropTableStmt:
 		if !x.IsView && x.TemporaryKeyword == ast.TemporaryNone {

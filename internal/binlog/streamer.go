@@ -58,10 +58,13 @@ type Config struct {
 	// SET NULL into Table: a statement-format write to one of them changes
 	// Table's rows without a row event, and stops the migration.
 	CascadeParents []string
-	// Ours, if set, reports whether a connection id is one of sluice's own:
-	// the statements it logs are sluice's (re-pointing foreign keys to the
-	// table, children.go) and are not checked.
-	Ours func(thread uint32) bool
+	// ChildrenFollow: a foreign key added towards Table (ALTER TABLE ...
+	// ADD FOREIGN KEY, CREATE TABLE ... REFERENCES) does not stop the
+	// migration: the cut-over re-points the children's keys to the new
+	// table, or refuses one it did not lock (migration/children.go).
+	// Without it such a key stops the migration, since a RENAME would move
+	// it to the old table.
+	ChildrenFollow bool
 	// Flavor is the server's. On MariaDB the stream is read as a MariaDB
 	// replica reads it, GTID events included: a reader that does not say it
 	// understands them gets them replaced with BEGIN and dummy events, which
@@ -316,9 +319,6 @@ func (s *Streamer) handle(ev *replication.BinlogEvent) error {
 	case *replication.RowsEvent:
 		return s.handleRows(ev.Header.EventType, e)
 	case *replication.QueryEvent:
-		if s.cfg.Ours != nil && s.cfg.Ours(e.SlaveProxyID) {
-			return nil
-		}
 		return s.checkQuery(string(e.Schema), string(e.Query), sqlMode(e.StatusVars))
 	case *replication.ExecuteLoadQueryEvent:
 		schema, query, mode, err := loadQuery(ev.RawData, s.checksum)
