@@ -148,7 +148,6 @@ func (r *Runner) callSwap(ctx context.Context, lock *sql.Conn) error {
 	return err
 }
 
-
 // dropSwapProc drops the cut-over's procedure, if a run made one.
 func (r *Runner) dropSwapProc(ctx context.Context) {
 	if r.orig == nil || !r.renameUnderLock() {
