@@ -22,8 +22,9 @@ import (
 // are added under the cut-over's lock, after the last changes are applied,
 // with foreign_key_checks off (the server adds them without reading a row:
 // the rows are the original's, checked by the server as they were written),
-// and the RENAME follows. Both statements take the parent's metadata lock,
-// which the guard therefore watches (parentTables).
+// in the same server-side procedure as the RENAME and the old table's keys'
+// drop (swapproc.go). Those statements take the parents' metadata locks:
+// the cut-over write-locks the parents, and the guard watches them.
 //
 // A CASCADE or SET NULL changes the child's rows when the parent's change;
 // the binlog holds those changes only where the server applies foreign keys
