@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/schema"
 	"github.com/sluicedb/sluice/internal/throttle"
 )
 
@@ -120,6 +121,15 @@ func (r *Runner) swap(ctx context.Context, lock *sql.Conn) error {
 	case r.swapPlan.proc != "":
 		err = r.callSwap(ctx, lock) // swapproc.go
 	case r.renameUnderLock():
+		// No key was related to the table when the attempt began; one
+		// added since would follow the RENAME to the old table.
+		if children, cerr := schema.ChildrenOf(ctx, r.db, r.cfg.Database, r.orig.Name); cerr != nil || len(children) > 0 {
+			err = cerr
+			if err == nil {
+				err = fmt.Errorf("foreign key %s, towards %s, was added during the migration, and the cut-over did not lock its table; run the same command again", children[0], r.orig.Name)
+			}
+			break
+		}
 		_, err = lock.ExecContext(ctx, "RENAME TABLE "+r.orig.Quoted()+" TO "+oldQ+", "+shadowQ+" TO "+r.orig.Quoted())
 	default:
 		err = r.renameBySentry(ctx, lock)

@@ -216,11 +216,14 @@ func (r *Runner) checkRelatedPrivileges() error {
 		need[name(r.names.Shadow)] = append(need[name(r.names.Shadow)], "REFERENCES")
 		need[name(r.orig.Name)] = append(need[name(r.orig.Name)], "REFERENCES")
 	}
+	missing := MissingOn(r.grants, need)
 	if len(r.orig.Children) > 0 || len(r.orig.ForeignKeys) > 0 {
-		// The swap is one CALL of a procedure made for it (swapproc.go).
-		need[r.procName()] = []string{"CREATE ROUTINE", "ALTER ROUTINE", "EXECUTE"}
+		// The swap is one CALL of a procedure made for it (swapproc.go):
+		// routine privileges on the database (or all), not on a table.
+		dbOnly := Grants{Global: r.grants.Global, OnDB: r.grants.OnDB}
+		missing = append(missing, MissingOn(dbOnly, map[string][]string{"database " + r.cfg.Database: {"CREATE ROUTINE", "ALTER ROUTINE", "EXECUTE"}})...)
 	}
-	if missing := MissingOn(r.grants, need); len(missing) > 0 {
+	if len(missing) > 0 {
 		return preflightErr("the account lacks %s, which the cut-over needs for the tables foreign keys relate to %s; GRANT them", strings.Join(missing, "; "), r.orig.Name)
 	}
 	return nil

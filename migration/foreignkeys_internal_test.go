@@ -59,3 +59,24 @@ func TestForeignKeyRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestProcName: the cut-over's procedure has a name of its own for each
+// table, even for names a routine name cannot tell apart (case, accents),
+// within MySQL's 64 characters.
+func TestProcName(t *testing.T) {
+	name := func(table string) string {
+		r := &Runner{cfg: Config{Database: "shop"}, orig: &schema.Table{Name: table}}
+		return r.procName()
+	}
+	seen := map[string]string{}
+	for _, table := range []string{"orders", "Orders", "café", "cafe", strings.Repeat("x", 64), strings.Repeat("x", 63) + "y"} {
+		n := name(table)
+		if len([]rune(n)) > 64 {
+			t.Errorf("%q: %q is longer than 64 characters", table, n)
+		}
+		if other, ok := seen[strings.ToLower(n)]; ok {
+			t.Errorf("%q and %q share the procedure %q", table, other, n)
+		}
+		seen[strings.ToLower(n)] = table
+	}
+}

@@ -90,14 +90,14 @@ func (r *Runner) previousRun(ctx context.Context) error {
 			return err
 		}
 	}
-	// Foreign keys a run that died in its cut-over left pointing at the
+	if !found {
+		return nil // no earlier run; copyPreflight refuses a stray shadow
+	}
+	// Foreign keys a run that died in its cut-over left pointing at its
 	// shadow go back to the original first, whatever this run does next
 	// (children.go).
 	if err := r.restoreChildren(ctx); err != nil {
 		return err
-	}
-	if !found {
-		return nil // no earlier run; copyPreflight refuses a stray shadow
 	}
 	if cp == nil || r.cfg.Restart {
 		// A run that died before recording anything left nothing to keep.
@@ -227,7 +227,9 @@ func (r *Runner) dropPrevious(ctx context.Context, cp *checkpoint) error {
 	if err := r.restoreChildren(ctx); err != nil {
 		return err
 	}
-	r.dropSwapProc(ctx)
+	if err := r.dropSwapProc(ctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
 	var names []string
 	switch {
 	case cp == nil:

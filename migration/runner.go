@@ -237,8 +237,10 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 			}
 		}
 	}
-	if r.db != nil && r.swapPlan.proc != "" {
-		r.dropSwapProc(cctx)
+	if r.db != nil && r.orig != nil && (r.swapPlan.proc != "" || len(r.orig.ForeignKeys) > 0 || len(r.orig.Children) > 0) {
+		if err := r.dropSwapProc(cctx); err != nil {
+			r.log.Warn("could not drop the cut-over's procedure; drop it by hand", "err", err)
+		}
 	}
 	if r.db != nil && r.sentry != "" && !r.swapped.Load() {
 		// A cut-over that gave up may leave its sentry; dropped only if it

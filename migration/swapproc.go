@@ -2,7 +2,10 @@ package migration
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -27,13 +30,38 @@ import (
 // swapPlan is what prepareSwap made for the next attempt.
 type swapPlan struct {
 	proc     string   // the procedure's name; "" when the swap is a plain RENAME
-	children []string // the keys referencing the original it re-points, as ChildKey.String
+	children []string // the keys referencing the original it re-points, whole (%+v)
 }
 
-// procName is the name of the cut-over's procedure: _<table>_swap.
+// procName is the name of the cut-over's procedure: _<table>_swap_<hash>.
+// Routine names are compared without regard to case or accents, table names
+// not always: the hash of the exact name keeps the procedures of `Orders`
+// and `orders` apart.
 func (r *Runner) procName() string {
-	n := schema.NamesFor(r.orig.Name)
-	return strings.TrimSuffix(n.Shadow, "_new") + "_swap"
+	base := []rune(r.orig.Name)
+	if len(base) > 45 {
+		base = base[:45]
+	}
+	sum := sha256.Sum256([]byte(r.cfg.Database + "." + r.orig.Name))
+	return "_" + string(base) + "_swap_" + hex.EncodeToString(sum[:4])
+}
+
+// procMark is the procedure's comment: sluice drops only a routine of its
+// name that carries it, never a user's.
+func (r *Runner) procMark() string {
+	return "sluice cut-over of " + r.cfg.Database + "." + r.orig.Name
+}
+
+// ownProc reports whether the database has the cut-over's procedure, and
+// whether it is sluice's (carries procMark).
+func (r *Runner) ownProc(ctx context.Context) (exists, ours bool, err error) {
+	var comment string
+	err = r.db.QueryRowContext(ctx, `SELECT ROUTINE_COMMENT FROM information_schema.ROUTINES
+		WHERE ROUTINE_SCHEMA = ? AND ROUTINE_NAME = ? AND ROUTINE_TYPE = 'PROCEDURE'`, r.cfg.Database, r.procName()).Scan(&comment)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, false, nil
+	}
+	return err == nil, err == nil && comment == r.procMark(), err
 }
 
 // prepareSwap (re)creates the procedure for the next cut-over attempt, when
@@ -65,7 +93,7 @@ func (r *Runner) prepareSwap(ctx context.Context) error {
 			k := children[j].ForeignKey
 			k.RefSchema, k.RefTable = r.cfg.Database, r.names.Shadow
 			specs = append(specs, "DROP FOREIGN KEY "+dbconn.QuoteIdent(children[j].Name), "ADD "+k.Definition(schema.Toggled(children[j].Name)))
-			plan.children = append(plan.children, children[j].String())
+			plan.children = append(plan.children, fmt.Sprintf("%+v", children[j]))
 		}
 		stmts = append(stmts, "ALTER TABLE "+dbconn.QuoteTable(children[i].Schema, children[i].Table)+" "+strings.Join(specs, ", "))
 		i = j
@@ -77,10 +105,11 @@ func (r *Runner) prepareSwap(ctx context.Context) error {
 	}
 	plan.proc = r.procName()
 	procQ := dbconn.QuoteTable(r.cfg.Database, plan.proc)
-	if _, err := r.db.ExecContext(ctx, "DROP PROCEDURE IF EXISTS "+procQ); err != nil {
-		return fmt.Errorf("drop the cut-over's procedure %s: %w", plan.proc, err)
+	if err := r.dropSwapProc(ctx); err != nil {
+		return err
 	}
-	if _, err := r.db.ExecContext(ctx, "CREATE PROCEDURE "+procQ+"() SQL SECURITY INVOKER BEGIN "+strings.Join(stmts, "; ")+"; END"); err != nil {
+	if _, err := r.db.ExecContext(ctx, "CREATE PROCEDURE "+procQ+"() COMMENT "+dbconn.QuoteString(r.procMark())+
+		" SQL SECURITY INVOKER BEGIN "+strings.Join(stmts, "; ")+"; END"); err != nil {
 		return fmt.Errorf("create the cut-over's procedure %s: %w", plan.proc, err)
 	}
 	r.swapPlan = plan
@@ -117,7 +146,7 @@ func (r *Runner) callSwap(ctx context.Context, lock *sql.Conn) error {
 	}
 	var now []string
 	for _, c := range children {
-		now = append(now, c.String())
+		now = append(now, fmt.Sprintf("%+v", c))
 	}
 	if !slices.Equal(now, r.swapPlan.children) {
 		return fmt.Errorf("%w: the foreign keys referencing %s changed since the cut-over's procedure was made", mdl.ErrRetry, r.orig.Name)
@@ -148,12 +177,23 @@ func (r *Runner) callSwap(ctx context.Context, lock *sql.Conn) error {
 	return err
 }
 
-// dropSwapProc drops the cut-over's procedure, if a run made one.
-func (r *Runner) dropSwapProc(ctx context.Context) {
+// dropSwapProc drops the cut-over's procedure, if a run made one; a routine
+// of that name that is not sluice's is an error.
+func (r *Runner) dropSwapProc(ctx context.Context) error {
 	if r.orig == nil || !r.renameUnderLock() {
-		return
+		return nil
 	}
-	if _, err := r.db.ExecContext(context.WithoutCancel(ctx), "DROP PROCEDURE IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, r.procName())); err != nil {
-		r.log.Warn("could not drop the cut-over's procedure; drop it by hand", "procedure", r.procName(), "err", err)
+	exists, ours, err := r.ownProc(ctx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("read the routines of %s: %w", r.cfg.Database, err)
+	case !exists:
+		return nil
+	case !ours:
+		return fmt.Errorf("a procedure %s that sluice did not make has the name of the cut-over's; rename or drop it", r.procName())
 	}
+	if _, err := r.db.ExecContext(ctx, "DROP PROCEDURE IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, r.procName())); err != nil {
+		return fmt.Errorf("drop the cut-over's procedure %s: %w", r.procName(), err)
+	}
+	return nil
 }
