@@ -17,13 +17,13 @@ func ForeignKeysNote(t *schema.Table) string {
 	if len(t.Children) > 0 {
 		var keys, tables []string
 		for _, c := range t.Children {
-			keys = append(keys, fmt.Sprintf("%s (renamed %s)", c, schema.Toggled(c.Name)))
+			keys = append(keys, fmt.Sprintf("%s.%s %s -> %s", c.Schema, c.Table, c.Name, schema.Toggled(c.Name)))
 			if !slices.Contains(tables, c.Table) {
 				tables = append(tables, c.Table)
 			}
 		}
-		notes = append(notes, fmt.Sprintf("referenced by %s: each is re-pointed to the new table under the cut-over's lock by one ALTER of its table that reads no row "+
-			"(a constraint name cannot be dropped and re-added in one statement, so each takes the other name), and the cut-over also write-locks %s for its sub-second length",
+		notes = append(notes, fmt.Sprintf("children's keys %s: re-pointed to the new table in the swap by one ALTER of each child that reads no row, "+
+			"under the other name (one statement cannot drop and re-add a name); the cut-over also write-locks %s",
 			strings.Join(keys, ", "), strings.Join(tables, ", ")))
 	}
 	if own := ownKeysNote(t); own != "" {
@@ -42,7 +42,7 @@ func ownKeysNote(t *schema.Table) string {
 		_, after := schema.ForeignKeyFor(t.Name, schema.NamesFor(t.Name).Shadow, fk.Name)
 		k := fk.Name
 		if after != fk.Name {
-			k += " (renamed " + after + ")"
+			k += " -> " + after
 		}
 		keys = append(keys, k)
 		if !seen[strings.ToLower(fk.RefTable)] {
@@ -53,10 +53,10 @@ func ownKeysNote(t *schema.Table) string {
 			cascades = append(cascades, fk.Name)
 		}
 	}
-	s := fmt.Sprintf("%s kept: added to the new table under the cut-over's lock, without reading rows (they are the original's, as the server checked them), "+
-		"so the cut-over also write-locks %s for its sub-second length; nothing is unchecked at any time", strings.Join(keys, ", "), strings.Join(parents, ", "))
+	s := fmt.Sprintf("own keys %s: added to the new table in the swap without reading a row (the rows are the original's, as the server checked them); "+
+		"the cut-over also write-locks %s", strings.Join(keys, ", "), strings.Join(parents, ", "))
 	if len(cascades) > 0 {
-		s += fmt.Sprintf("; %s change this table's rows when the parent's change, which only MySQL with SQL-layer foreign keys (9.x, innodb_native_foreign_keys=OFF) writes to the binlog: refused elsewhere", strings.Join(cascades, ", "))
+		s += fmt.Sprintf("; %s cascade into this table, which sluice sees only where the binlog holds cascades (MySQL 9, innodb_native_foreign_keys=OFF): refused elsewhere", strings.Join(cascades, ", "))
 	}
 	return s
 }

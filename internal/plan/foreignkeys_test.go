@@ -12,7 +12,7 @@ func TestForeignKeysNote(t *testing.T) {
 		t.Errorf("a table without foreign keys: %q", got)
 	}
 	parent := &schema.Table{Name: "t", Children: []schema.ChildKey{{Schema: "shop", Table: "c", ForeignKey: schema.ForeignKey{Name: "c_ibfk_1"}}}}
-	if got := ForeignKeysNote(parent); !strings.Contains(got, "referenced by shop.c (c_ibfk_1) (renamed _c_ibfk_1): each is re-pointed") || !strings.Contains(got, "write-locks c for") {
+	if got := ForeignKeysNote(parent); !strings.Contains(got, "children's keys shop.c c_ibfk_1 -> _c_ibfk_1: re-pointed") || !strings.Contains(got, "write-locks c") {
 		t.Errorf("a parent: %q", got)
 	}
 	child := &schema.Table{Name: "t", ForeignKeys: []schema.ForeignKey{
@@ -21,7 +21,7 @@ func TestForeignKeysNote(t *testing.T) {
 		{Name: "fk_p2", RefTable: "p", OnDelete: "NO ACTION", OnUpdate: "NO ACTION"},
 	}}
 	got := ForeignKeysNote(child)
-	for _, want := range []string{"t_ibfk_1, fk_q (renamed _fk_q), fk_p2 (renamed _fk_p2) kept", "write-locks p, q for", "t_ibfk_1 change this table's rows"} {
+	for _, want := range []string{"own keys t_ibfk_1, fk_q -> _fk_q, fk_p2 -> _fk_p2: added", "write-locks p, q", "t_ibfk_1 cascade into this table"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in %q", want, got)
 		}
