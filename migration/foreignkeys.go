@@ -39,9 +39,12 @@ func foreignKeyRefusal(t *schema.Table, a *ddl.Alter, v ServerVars, underLock bo
 		return preflightErr("the ALTER adds a foreign key, which sluice would have to check against every row; run this ALTER natively (or add the key afterwards with a native ALTER)")
 	}
 	for _, c := range t.Children {
-		switch {
-		case sameName(c.Schema, t.Database, v) && sameName(c.Table, t.Name, v):
+		if sameName(c.Schema, t.Database, v) && sameName(c.Table, t.Name, v) {
 			return preflightErr("table %s references itself (foreign key %s); sluice does not migrate such a table yet: run this ALTER natively", t.Name, c.Name)
+		}
+	}
+	for _, c := range t.Children {
+		switch {
 		case !underLock:
 			return preflightErr("table %s is referenced by foreign keys (%s); sluice re-points them to the new table only on MySQL so far: run this ALTER natively", t.Name, strings.Join(t.ReferencedBy(), ", "))
 		case !sameName(c.Schema, t.Database, v):

@@ -48,6 +48,9 @@ func TestForeignKeyRefusal(t *testing.T) {
 		{"a parent, sentry cut-over", parent("shop", "c"), alter("ADD x INT"), logged, false, "referenced by foreign keys (shop.c (fk)); sluice re-points them to the new table only on MySQL"},
 		{"a parent of another database's table", parent("other", "c"), alter("ADD x INT"), logged, true, "from another database"},
 		{"its own parent", parent("shop", "t"), alter("ADD x INT"), logged, true, "references itself"},
+		{"its own parent and another's, sentry cut-over", &schema.Table{Database: "shop", Name: "t", Children: []schema.ChildKey{
+			{Schema: "shop", Table: "c", ForeignKey: schema.ForeignKey{Name: "fk"}}, {Schema: "shop", Table: "t", ForeignKey: schema.ForeignKey{Name: "up"}}}},
+			alter("ADD x INT"), logged, false, "references itself"},
 	}
 	for _, c := range cases {
 		err := foreignKeyRefusal(c.t, c.a, c.v, c.underLock)
