@@ -21,14 +21,15 @@ import (
 // each child's keys are re-pointed to the new table before the RENAME, by one
 // ALTER of the child with foreign_key_checks off (no row is read: the new
 // table's rows are the original's, verified), and the RENAME then carries
-// them, with the new table, to the table's name. One statement cannot drop
-// a constraint and add another of the same name, so each re-pointed key
-// takes the other name (pt-online-schema-change's underscore, Toggled).
+// them, with the new table, to the table's name; all in the swap's procedure
+// (swapproc.go). One statement cannot drop a constraint and add another of
+// the same name, so each re-pointed key takes the other name
+// (pt-online-schema-change's underscore, Toggled).
 //
-// A failure before the RENAME is done points them back. A run that dies
-// between the first re-pointing and the RENAME leaves children pointing at
-// the shadow; the next run (resume, or --restart) points them back first
-// (restoreChildren).
+// A procedure that fails before its RENAME is undone (childrenBack, or
+// afterFailedCutover when the locked connection was lost); should that fail
+// too, or the server die mid-procedure, the next run points the keys back
+// before anything else (restoreChildren, from previousRun).
 
 // checkChildKeys checks, once the ALTER is applied to the new shadow, that
 // every foreign key referencing the table can reference the new table: its

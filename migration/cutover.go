@@ -21,7 +21,7 @@ func (r *Runner) cutover(ctx context.Context) error {
 		// The foreign keys added to the shadow, the children's re-pointed
 		// and the RENAME take the parents' and the children's metadata
 		// locks: held from the start, nothing can come between them
-		// (foreignkeys.go, children.go).
+		// (foreignkeys.go, children.go, swapproc.go).
 		spec += ", " + dbconn.QuoteTable(r.cfg.Database, p) + " WRITE"
 	}
 	if !r.renameUnderLock() {
@@ -103,16 +103,19 @@ func (r *Runner) cutover(ctx context.Context) error {
 }
 
 // swap renames original -> old and shadow -> original on lock, which holds
-// the cut-over's locks. On MySQL the original's foreign keys are added to
-// the shadow first and its children's are re-pointed to it (the RENAME
-// carries them), and its own are taken off the old table after; a failure
-// before the RENAME is done undoes them.
+// the cut-over's locks. On MySQL, where foreign keys are involved, that is
+// one CALL of the procedure prepareSwap made (swapproc.go): the original's
+// keys added to the shadow, its children's re-pointed to it, the RENAME, the
+// old table's keys dropped; a failure before the RENAME is done is undone.
 func (r *Runner) swap(ctx context.Context, lock *sql.Conn) error {
-	// Each statement here is quick (metadata only, every lock held), and
-	// one cut short by a cancellation would go on in the server without
-	// its locks: they run to their end.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
+	if r.renameUnderLock() {
+		// Each statement here is quick (metadata only, every lock held),
+		// and one cut short by a cancellation would go on in the server
+		// without its locks: they run to their end.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+	}
 	shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
 	oldQ := dbconn.QuoteTable(r.cfg.Database, r.names.Old)
 	r.renaming.Store(true)
