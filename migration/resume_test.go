@@ -155,13 +155,16 @@ func TestKillAndResume(t *testing.T) {
 	var recopies []float64 // rows copied again on resume, in checkpoint intervals of copying
 	perInterval := 0.0     // rows the last run killed in its copy copied an interval
 	phasesHit := map[string]int{}
-	for kills < 20 || migrations == 0 {
+	// Until 20 kills, and until a run resumed after a kill in a fresh
+	// run's copy has measured what it copies again (a kill before the
+	// first checkpoint leaves nothing to resume), for up to 8 migrations.
+	for kills < 20 || migrations == 0 || len(recopies) == 0 && migrations < 8 {
 		job := childJob{DSN: os.Getenv(testdb.Env), Database: db.Name, Table: "t", Alter: alters[migrations%2],
 			Postpone: rng.IntN(4) == 0, Every: 200 * time.Millisecond}
 		here := 0 // kills in this migration: at most five, so that several migrations are killed in their first copy
 		for {
 			c := startChild(t, job)
-			final := kills >= 20 || here >= 5
+			final := kills >= 20 && (len(recopies) > 0 || migrations >= 7) || here >= 5
 			trigger := job.Postpone && (final || rng.IntN(2) == 0)
 			if trigger {
 				go triggerWhenPostponed(db, "t", c)
