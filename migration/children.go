@@ -68,7 +68,7 @@ func (r *Runner) checkChildKeys(ctx context.Context) error {
 		}
 		if name := schema.Toggled(c.Name); len(name) > 64 {
 			return preflightErr("foreign key %s would take the name %s, longer than the server allows; rename it first", c, name)
-		} else if taken, err := r.constraintNamed(ctx, name); err != nil {
+		} else if taken, err := r.constraintNamed(ctx, name, ""); err != nil {
 			return err
 		} else if taken {
 			return preflightErr("foreign key %s would take the name %s, which another constraint holds; rename one of them first", c, name)
@@ -94,14 +94,27 @@ func uniqueOn(t *schema.Table, cols []string) bool {
 	return false
 }
 
-// constraintNamed reports whether a constraint of the database has name.
-func (r *Runner) constraintNamed(ctx context.Context, name string) (bool, error) {
+// constraintNamed reports whether a constraint of the database, on a table
+// other than except, has name.
+func (r *Runner) constraintNamed(ctx context.Context, name, except string) (bool, error) {
 	var n int
 	if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLE_CONSTRAINTS
-		WHERE CONSTRAINT_SCHEMA = ? AND CONSTRAINT_NAME = ?`, r.cfg.Database, name).Scan(&n); err != nil {
+		WHERE CONSTRAINT_SCHEMA = ? AND CONSTRAINT_NAME = ? AND TABLE_NAME <> ?`, r.cfg.Database, name, except).Scan(&n); err != nil {
 		return false, fmt.Errorf("read the constraint names of %s: %w", r.cfg.Database, err)
 	}
 	return n > 0, nil
+}
+
+// distinct returns names without the repeats, as the server tells names
+// apart (lower_case_table_names), in their first order.
+func (r *Runner) distinct(names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if !slices.ContainsFunc(out, func(o string) bool { return sameName(o, n, r.vars) }) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // childTables names the tables whose foreign keys reference the original.
@@ -109,25 +122,37 @@ func (r *Runner) childTables() []string {
 	if r.orig == nil {
 		return nil
 	}
-	var out []string
+	var names []string
 	for _, c := range r.orig.Children {
-		if !slices.ContainsFunc(out, func(t string) bool { return sameName(t, c.Table, r.vars) }) {
-			out = append(out, c.Table)
-		}
+		names = append(names, c.Table)
 	}
-	return out
+	return r.distinct(names...)
 }
 
 // relatedTables names the parents and the children: the cut-over locks them
 // with the table, and the guard watches them.
 func (r *Runner) relatedTables() []string {
-	out := r.parentTables()
-	for _, c := range r.childTables() {
-		if !slices.ContainsFunc(out, func(t string) bool { return sameName(t, c, r.vars) }) {
-			out = append(out, c)
+	return r.distinct(append(r.parentTables(), r.childTables()...)...)
+}
+
+// repointing returns the ALTER statements that make keys, which reference
+// one table, reference table to of the database instead: one per child
+// table (keys come grouped by table, as ChildrenOf reads them), each key
+// dropped and made again under its other name (Toggled).
+func (r *Runner) repointing(keys []schema.ChildKey, to string) []string {
+	var stmts []string
+	for i := 0; i < len(keys); {
+		j := i
+		var specs []string
+		for ; j < len(keys) && keys[j].Table == keys[i].Table; j++ {
+			k := keys[j].ForeignKey
+			k.RefSchema, k.RefTable = r.cfg.Database, to
+			specs = append(specs, "DROP FOREIGN KEY "+dbconn.QuoteIdent(keys[j].Name), "ADD "+k.Definition(schema.Toggled(keys[j].Name)))
 		}
+		stmts = append(stmts, "ALTER TABLE "+dbconn.QuoteTable(keys[i].Schema, keys[i].Table)+" "+strings.Join(specs, ", "))
+		i = j
 	}
-	return out
+	return stmts
 }
 
 // pointChildren re-points, on conn, every foreign key that references table
@@ -144,19 +169,10 @@ func (r *Runner) pointChildren(ctx context.Context, conn *sql.Conn, from, to str
 		return err
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION foreign_key_checks = 1")
-	for i := 0; i < len(keys); {
-		j := i
-		var specs []string
-		for ; j < len(keys) && keys[j].Table == keys[i].Table; j++ {
-			k := keys[j].ForeignKey
-			k.RefSchema, k.RefTable = r.cfg.Database, to
-			specs = append(specs, "DROP FOREIGN KEY "+dbconn.QuoteIdent(keys[j].Name), "ADD "+k.Definition(schema.Toggled(keys[j].Name)))
-		}
-		q := "ALTER TABLE " + dbconn.QuoteTable(keys[i].Schema, keys[i].Table) + " " + strings.Join(specs, ", ")
+	for _, q := range r.repointing(keys, to) {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("re-point the foreign keys of %s from %s to %s: %w", keys[i].Table, from, to, err)
+			return fmt.Errorf("re-point the foreign keys referencing %s to %s: %w", from, to, err)
 		}
-		i = j
 	}
 	return nil
 }

@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,15 +120,7 @@ func (w *parentModel) step(ctx context.Context, db *sql.DB, r *rand.Rand) error 
 			}
 		}
 	}
-	if err == nil {
-		err = tx.Commit()
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	commit()
-	w.ops[op]++
-	return nil
+	return commitStep(tx, err, op, commit, w.ops)
 }
 
 // TestForeignKeysOfAParentWithWriters migrates a table two others
@@ -195,60 +185,21 @@ func TestForeignKeysOfAParentWithWriters(t *testing.T) {
 		}
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var failed atomic.Value
-	var during, deadlocks atomic.Int64
-	var migrating atomic.Bool
-	for i, w := range ws {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wr := rand.New(rand.NewPCG(seed, uint64(i)))
-			for ctx.Err() == nil {
-				err := w.step(ctx, db.DB, wr)
-				if ctx.Err() != nil {
-					return
-				}
-				if n := dbconn.ErrorNumber(err); n == 1213 {
-					// Rolled back, the model untouched: a row-lock deadlock
-					// between the writers' cascades, or the metadata-lock
-					// race the cut-over narrows (counted and logged).
-					deadlocks.Add(1)
-					continue
-				}
-				if err != nil {
-					failed.CompareAndSwap(nil, err)
-					return
-				}
-				if migrating.Load() {
-					during.Add(1)
-				}
-			}
-		}()
-	}
-	time.Sleep(200 * time.Millisecond)
-	migrating.Store(true)
-	res, err := r.Run(context.Background())
-	migrating.Store(false)
-	time.Sleep(200 * time.Millisecond) // writes on the new table, through the re-pointed keys
-	cancel()
-	wg.Wait()
-	if err != nil {
-		t.Fatalf("migration failed: %v", err)
-	}
-	if e := failed.Load(); e != nil {
-		t.Fatalf("a writer saw an error: %v", e)
-	}
+	// 1213 rolled back, the model untouched: a row-lock deadlock between
+	// the writers' cascades, or the metadata-lock race the cut-over narrows
+	// (counted and logged).
+	res, during, deadlocks := migrateUnderWriters(t, r, seed, len(ws), func(ctx context.Context, i int, rng *rand.Rand) error {
+		return ws[i].step(ctx, db.DB, rng)
+	}, 1213)
 	ops := map[string]int{}
 	for _, w := range ws {
 		for k, n := range w.ops {
 			ops[k] += n
 		}
 	}
-	t.Logf("writes during the migration %d (%v), deadlocks retried %d, keys applied %d, rows copied %d, lock %s", during.Load(), ops, deadlocks.Load(), res.KeysApplied, res.RowsCopied, res.CutoverLock)
-	if during.Load() < 100 || ops["delete parent"] == 0 || ops["move parent"] == 0 {
-		t.Errorf("too few writes, or no cascade, to prove anything: %d during, %v", during.Load(), ops)
+	t.Logf("writes during the migration %d (%v), deadlocks retried %d, keys applied %d, rows copied %d, lock %s", during, ops, deadlocks, res.KeysApplied, res.RowsCopied, res.CutoverLock)
+	if during < 100 || ops["delete parent"] == 0 || ops["move parent"] == 0 {
+		t.Errorf("too few writes, or no cascade, to prove anything: %d during, %v", during, ops)
 	}
 
 	// The three tables against the model.
@@ -274,18 +225,7 @@ func TestForeignKeysOfAParentWithWriters(t *testing.T) {
 	}
 
 	// The children's keys reference the new table, renamed as planned.
-	rows, err := db.Query(`SELECT CONCAT(TABLE_NAME, ' ', CONSTRAINT_NAME, ' ', REFERENCED_TABLE_NAME, ' ', UPDATE_RULE, ' ', DELETE_RULE)
-		FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = DATABASE() ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fks []string
-	for rows.Next() {
-		var s string
-		rows.Scan(&s)
-		fks = append(fks, s)
-	}
-	rows.Close()
+	fks := foreignKeysOfDB(t, db)
 	if wantFKs := []string{"c1 _c1_ibfk_1 t CASCADE CASCADE", "c2 _fk_c2 t NO ACTION NO ACTION"}; !slices.Equal(fks, wantFKs) {
 		t.Errorf("foreign keys after the swap:\n got  %q\n want %q", fks, wantFKs)
 	}
@@ -333,24 +273,7 @@ func TestFailedSwapOfRelatedTablesIsUndone(t *testing.T) {
 		"CREATE TABLE ch (id INT PRIMARY KEY, tid BIGINT, FOREIGN KEY (tid) REFERENCES t (id) ON DELETE SET NULL)")
 	db.Fill(t, "t", 2000, "n, 1 + n % 2")
 	db.Fill(t, "ch", 500, "n, n * 3")
-	keys := func() []string {
-		rows, err := db.Query(`SELECT CONCAT_WS(' ', TABLE_NAME, CONSTRAINT_NAME, REFERENCED_TABLE_NAME, UPDATE_RULE, DELETE_RULE)
-			FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = DATABASE() ORDER BY 1`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var out []string
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, s)
-		}
-		return out
-	}
-	before, rowsBefore := keys(), fmt.Sprint(db.Dump(t, "t", "id, pid", "id"), db.Dump(t, "ch", "id, tid", "id"))
+	before, rowsBefore := foreignKeysOfDB(t, db), fmt.Sprint(db.Dump(t, "t", "id, pid", "id"), db.Dump(t, "ch", "id, tid", "id"))
 	cfg := config(t, db, "t", "ADD COLUMN extra INT")
 	cfg.LockDeadline = 3 * time.Second
 	cfg.OnPhase = func(name string) {
@@ -366,7 +289,7 @@ func TestFailedSwapOfRelatedTablesIsUndone(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "_t_old") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("got %v, want one line about _t_old", err)
 	}
-	if after := keys(); !slices.Equal(after, before) {
+	if after := foreignKeysOfDB(t, db); !slices.Equal(after, before) {
 		t.Errorf("foreign keys after the failed swaps:\n got  %q\n want %q", after, before)
 	}
 	if after := fmt.Sprint(db.Dump(t, "t", "id, pid", "id"), db.Dump(t, "ch", "id, tid", "id")); after != rowsBefore {

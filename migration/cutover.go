@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
@@ -193,11 +192,7 @@ func (r *Runner) dropGuarded(ctx context.Context, name string) error {
 		// It may have foreign keys, whose drop takes the related tables'
 		// locks (r.related is not read yet when an earlier run's tables
 		// are dropped).
-		for _, t := range append(r.relatedTables(), r.related...) {
-			if !slices.Contains(tables, t) {
-				tables = append(tables, t)
-			}
-		}
+		tables = r.distinct(append(append(tables, r.relatedTables()...), r.related...)...)
 	}
 	return r.lockGuard(tables...).Run(ctx, "DROP TABLE "+name, func(ctx context.Context, conn *sql.Conn) error {
 		_, err := conn.ExecContext(ctx, "DROP TABLE IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, name))

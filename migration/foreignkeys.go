@@ -151,12 +151,9 @@ func (r *Runner) noteForeignKeyNames(ctx context.Context) error {
 			if name == fk.Name {
 				continue
 			}
-			var n int
-			if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLE_CONSTRAINTS
-				WHERE CONSTRAINT_SCHEMA = ? AND CONSTRAINT_NAME = ? AND TABLE_NAME <> ?`, r.cfg.Database, name, r.names.Shadow).Scan(&n); err != nil {
-				return fmt.Errorf("read the constraint names of %s: %w", r.cfg.Database, err)
-			}
-			if n > 0 {
+			if taken, err := r.constraintNamed(ctx, name, r.names.Shadow); err != nil {
+				return err
+			} else if taken {
 				return preflightErr("foreign key %s would take the name %s on the new table, which another constraint holds; rename one of them first", fk.Name, name)
 			}
 		}
@@ -238,13 +235,11 @@ func (r *Runner) parentTables() []string {
 	if r.orig == nil {
 		return nil
 	}
-	var out []string
+	var names []string
 	for _, fk := range r.orig.ForeignKeys {
-		if !slices.ContainsFunc(out, func(p string) bool { return sameName(p, fk.RefTable, r.vars) }) {
-			out = append(out, fk.RefTable)
-		}
+		names = append(names, fk.RefTable)
 	}
-	return out
+	return r.distinct(names...)
 }
 
 // cascadeParents names the parents whose foreign keys change the original's

@@ -119,6 +119,12 @@ func (w *fkWriter) step(ctx context.Context, db *sql.DB, r *rand.Rand) error {
 		}
 		op, commit = "insert parent", func() { w.parents = append(w.parents, pid); w.qs = append(w.qs, qid) }
 	}
+	return commitStep(tx, err, op, commit, w.ops)
+}
+
+// commitStep ends a model writer's transaction: commits it unless err, and
+// once committed applies it to the model (commit) and counts op.
+func commitStep(tx *sql.Tx, err error, op string, commit func(), ops map[string]int) error {
 	if err == nil {
 		err = tx.Commit()
 	}
@@ -126,7 +132,7 @@ func (w *fkWriter) step(ctx context.Context, db *sql.DB, r *rand.Rand) error {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	commit()
-	w.ops[op]++
+	ops[op]++
 	return nil
 }
 
@@ -137,6 +143,82 @@ func anyKey(r *rand.Rand, m map[int64]fkChild) int64 {
 	}
 	slices.Sort(keys)
 	return keys[r.IntN(len(keys))]
+}
+
+// migrateUnderWriters runs r while writers call step, each with a rand of
+// its own (seed, i), from 200ms before the migration until 200ms after it
+// (writes on the new table, its keys enforced). An error numbered in retry
+// rolled the writer's transaction back and left its model untouched: it is
+// counted and the writer goes on; any other error, or the migration's, ends
+// the test. It returns the result, the writes made during the migration and
+// the retries.
+func migrateUnderWriters(t *testing.T, r *migration.Runner, seed uint64, writers int,
+	step func(ctx context.Context, i int, rng *rand.Rand) error, retry ...uint16) (migration.Result, int64, int64) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	var during, retried atomic.Int64
+	var migrating atomic.Bool
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(i)))
+			for ctx.Err() == nil {
+				err := step(ctx, i, rng)
+				switch {
+				case ctx.Err() != nil:
+					return
+				case err != nil && slices.Contains(retry, dbconn.ErrorNumber(err)):
+					retried.Add(1)
+				case err != nil:
+					failed.CompareAndSwap(nil, err)
+					return
+				case migrating.Load():
+					during.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	migrating.Store(true)
+	res, err := r.Run(context.Background())
+	migrating.Store(false)
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("migration failed: %v", err)
+	}
+	if e := failed.Load(); e != nil {
+		t.Fatalf("a writer saw an error (no constraint of the shadow or of the old table may reach the application): %v", e)
+	}
+	return res, during.Load(), retried.Load()
+}
+
+// foreignKeysOfDB lists the foreign keys of the test's database, as
+// "table name parent update-rule delete-rule", sorted.
+func foreignKeysOfDB(t *testing.T, db *testdb.DB) []string {
+	t.Helper()
+	rows, err := db.Query(`SELECT CONCAT_WS(' ', TABLE_NAME, CONSTRAINT_NAME, REFERENCED_TABLE_NAME, UPDATE_RULE, DELETE_RULE)
+		FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = DATABASE() ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // TestForeignKeysOfAChildWithWriters migrates a table with three foreign
@@ -199,56 +281,18 @@ func TestForeignKeysOfAChildWithWriters(t *testing.T) {
 		}
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var failed atomic.Value
-	var during atomic.Int64
-	var migrating atomic.Bool
-	for i, w := range ws {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wr := rand.New(rand.NewPCG(seed, uint64(i)))
-			for ctx.Err() == nil {
-				err := w.step(ctx, db.DB, wr)
-				if ctx.Err() != nil {
-					return
-				}
-				if n := dbconn.ErrorNumber(err); n == 1213 || n == 1205 {
-					continue // deadlock or lock wait: rolled back, model untouched
-				}
-				if err != nil {
-					failed.CompareAndSwap(nil, err)
-					return
-				}
-				if migrating.Load() {
-					during.Add(1)
-				}
-			}
-		}()
-	}
-	time.Sleep(200 * time.Millisecond)
-	migrating.Store(true)
-	res, err := r.Run(context.Background())
-	migrating.Store(false)
-	time.Sleep(200 * time.Millisecond) // writes on the new table, its keys enforced
-	cancel()
-	wg.Wait()
-	if err != nil {
-		t.Fatalf("migration failed: %v", err)
-	}
-	if e := failed.Load(); e != nil {
-		t.Fatalf("a writer saw an error (no constraint of the shadow or of the old table may reach the application): %v", e)
-	}
+	res, during, _ := migrateUnderWriters(t, r, seed, len(ws), func(ctx context.Context, i int, rng *rand.Rand) error {
+		return ws[i].step(ctx, db.DB, rng)
+	}, 1213, 1205) // deadlock or lock wait: rolled back, model untouched
 	ops := map[string]int{}
 	for _, w := range ws {
 		for k, n := range w.ops {
 			ops[k] += n
 		}
 	}
-	t.Logf("writes during the migration %d (%v), keys applied %d, rows copied %d, lock %s", during.Load(), ops, res.KeysApplied, res.RowsCopied, res.CutoverLock)
-	if during.Load() < 100 || ops["delete parent"] == 0 || ops["move parent"] == 0 || ops["delete q"] == 0 {
-		t.Errorf("too few writes, or no cascade, to prove anything: %d during, %v", during.Load(), ops)
+	t.Logf("writes during the migration %d (%v), keys applied %d, rows copied %d, lock %s", during, ops, res.KeysApplied, res.RowsCopied, res.CutoverLock)
+	if during < 100 || ops["delete parent"] == 0 || ops["move parent"] == 0 || ops["delete q"] == 0 {
+		t.Errorf("too few writes, or no cascade, to prove anything: %d during, %v", during, ops)
 	}
 	if res.RowsCopied == 0 || res.KeysApplied == 0 {
 		t.Errorf("nothing copied or applied: %+v", res)
@@ -294,21 +338,8 @@ func TestForeignKeysOfAChildWithWriters(t *testing.T) {
 	}
 
 	// The same constraints, enforced, on the new table.
-	rows, err := db.Query(`SELECT CONSTRAINT_NAME, REFERENCED_TABLE_NAME, UPDATE_RULE, DELETE_RULE FROM information_schema.REFERENTIAL_CONSTRAINTS
-		WHERE CONSTRAINT_SCHEMA = DATABASE() AND TABLE_NAME = 'c' ORDER BY CONSTRAINT_NAME`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fks []string
-	for rows.Next() {
-		var n, p, u, d string
-		if err := rows.Scan(&n, &p, &u, &d); err != nil {
-			t.Fatal(err)
-		}
-		fks = append(fks, n+" "+p+" "+u+" "+d)
-	}
-	rows.Close()
-	if wantFKs := []string{"_fk_parent p CASCADE CASCADE", "c_ibfk_1 q NO ACTION SET NULL", "c_ibfk_2 r NO ACTION NO ACTION"}; !slices.Equal(fks, wantFKs) {
+	fks := foreignKeysOfDB(t, db)
+	if wantFKs := []string{"c _fk_parent p CASCADE CASCADE", "c c_ibfk_1 q NO ACTION SET NULL", "c c_ibfk_2 r NO ACTION NO ACTION"}; !slices.Equal(fks, wantFKs) {
 		t.Errorf("foreign keys of the new table:\n got  %q\n want %q", fks, wantFKs)
 	}
 	if _, err := db.Exec("INSERT INTO c (id, pid, rid) VALUES (-1, -1, -1)"); dbconn.ErrorNumber(err) != 1452 {
@@ -457,21 +488,10 @@ func TestKillAndResumeForeignKeys(t *testing.T) {
 	wait()
 	w.replay(t, db, "model_ref")
 	compare(t, db, "t", "model_ref", "id, k, c, pad", "id")
-	var fks []string
-	rows, err := db.Query(`SELECT CONCAT(TABLE_NAME, ' ', CONSTRAINT_NAME, ' ', REFERENCED_TABLE_NAME, ' ', DELETE_RULE)
-		FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = DATABASE() ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var s string
-		rows.Scan(&s)
-		fks = append(fks, s)
-	}
-	rows.Close()
+	fks := foreignKeysOfDB(t, db)
 	// fk_p became _fk_p at the first migration and fk_p again at the
 	// second; ch's key, re-pointed twice, too.
-	if want := []string{"ch ch_ibfk_1 t CASCADE", "t fk_p p CASCADE"}; !slices.Equal(fks, want) {
+	if want := []string{"ch ch_ibfk_1 t CASCADE CASCADE", "t fk_p p NO ACTION CASCADE"}; !slices.Equal(fks, want) {
 		t.Errorf("foreign keys after %d kills: %q, want %q", kills, fks, want)
 	}
 	var orphans, kids int
@@ -531,20 +551,7 @@ func TestDeathInTheCutoverOfRelatedTables(t *testing.T) {
 			if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE extra = 7").Scan(&extra); err != nil || extra != 5000 {
 				t.Errorf("migrated rows: %d (%v)", extra, err)
 			}
-			rows, err := db.Query(`SELECT CONCAT_WS(' ', TABLE_NAME, CONSTRAINT_NAME, REFERENCED_TABLE_NAME, UPDATE_RULE, DELETE_RULE)
-				FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = DATABASE() ORDER BY 1`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var fks []string
-			for rows.Next() {
-				var s string
-				if err := rows.Scan(&s); err != nil {
-					t.Fatal(err)
-				}
-				fks = append(fks, s)
-			}
-			rows.Close()
+			fks := foreignKeysOfDB(t, db)
 			want := []string{"ch _ch_ibfk_1 t NO ACTION CASCADE", "ch2 _k_a t NO ACTION NO ACTION", "ch2 _k_b t CASCADE SET NULL", "t _fk_p p NO ACTION NO ACTION"}
 			if !slices.Equal(fks, want) {
 				t.Errorf("foreign keys:\n got  %q\n want %q", fks, want)

@@ -85,19 +85,8 @@ func (r *Runner) prepareSwap(ctx context.Context) error {
 	} else if len(adds) > 0 {
 		stmts = append(stmts, "ALTER TABLE "+shadowQ+" "+strings.Join(adds, ", "))
 	}
-	var plan swapPlan
-	for i := 0; i < len(children); {
-		j := i
-		var specs []string
-		for ; j < len(children) && children[j].Table == children[i].Table; j++ {
-			k := children[j].ForeignKey
-			k.RefSchema, k.RefTable = r.cfg.Database, r.names.Shadow
-			specs = append(specs, "DROP FOREIGN KEY "+dbconn.QuoteIdent(children[j].Name), "ADD "+k.Definition(schema.Toggled(children[j].Name)))
-			plan.children = append(plan.children, fmt.Sprintf("%+v", children[j]))
-		}
-		stmts = append(stmts, "ALTER TABLE "+dbconn.QuoteTable(children[i].Schema, children[i].Table)+" "+strings.Join(specs, ", "))
-		i = j
-	}
+	plan := swapPlan{children: keyDefinitions(children)}
+	stmts = append(stmts, r.repointing(children, r.names.Shadow)...)
 	oldQ := dbconn.QuoteTable(r.cfg.Database, r.names.Old)
 	stmts = append(stmts, "RENAME TABLE "+r.orig.Quoted()+" TO "+oldQ+", "+shadowQ+" TO "+r.orig.Quoted())
 	if drops := r.oldKeyDrops(); len(drops) > 0 {
@@ -136,6 +125,15 @@ func digitsOnly(s string) bool {
 	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
+// keyDefinitions writes keys out whole, to be compared.
+func keyDefinitions(keys []schema.ChildKey) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, fmt.Sprintf("%+v", k))
+	}
+	return out
+}
+
 // callSwap runs the prepared procedure on lock, which holds the cut-over's
 // locks, after checking that the keys referencing the original are still
 // those it re-points.
@@ -144,11 +142,7 @@ func (r *Runner) callSwap(ctx context.Context, lock *sql.Conn) error {
 	if err != nil {
 		return err
 	}
-	var now []string
-	for _, c := range children {
-		now = append(now, fmt.Sprintf("%+v", c))
-	}
-	if !slices.Equal(now, r.swapPlan.children) {
+	if !slices.Equal(keyDefinitions(children), r.swapPlan.children) {
 		return fmt.Errorf("%w: the foreign keys referencing %s changed since the cut-over's procedure was made", mdl.ErrRetry, r.orig.Name)
 	}
 	locked := r.childTables()
