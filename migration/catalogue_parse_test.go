@@ -29,6 +29,7 @@ type catScenario struct {
 	Postpone       time.Duration
 	PostponeCancel bool
 	KeepIndexes    bool
+	CarryTriggers  bool
 	Chunk          time.Duration
 	CopyWorkers    int
 	LockWait       time.Duration
@@ -236,6 +237,8 @@ func (s *catScenario) set(key, v string) error {
 		s.Postpone, err = time.ParseDuration(v)
 	case "keep-indexes":
 		s.KeepIndexes, err = catYes(v)
+	case "carry-triggers":
+		s.CarryTriggers, err = catYes(v)
 	case "chunk":
 		s.Chunk, err = time.ParseDuration(v)
 	case "copy-workers":

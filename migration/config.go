@@ -120,6 +120,11 @@ type Config struct {
 	DDLThreads    int
 	// DropOld drops the original table after the swap instead of keeping it.
 	DropOld bool
+	// CarryTriggers lets the copy path give the new table copies of the
+	// table's triggers under the other name (schema.Toggled): a trigger's
+	// name is unique in its database (triggers.go). Without it a table with
+	// triggers is refused there.
+	CarryTriggers bool
 	// ProgressInterval is how often progress is logged (default 5s).
 	ProgressInterval time.Duration
 	// Logger receives progress and phase messages (default: discarded).

@@ -67,7 +67,11 @@ func (r *Runner) cutover(ctx context.Context) error {
 		r.waitQuietParents(ctx)
 		return r.pauseApply(ctx)
 	}
-	release := func() { r.sched.Hold(false) }
+	release := func() {
+		if !r.shadowTriggers.Load() {
+			r.sched.Hold(false)
+		}
+	}
 	err := r.withTableLock(ctx, "cut-over", spec, before, release, func(ctx context.Context, lock *sql.Conn) error {
 		start := time.Now()
 		err := r.finishLocked(ctx, lock)
@@ -117,9 +121,13 @@ func (r *Runner) swap(ctx context.Context, lock *sql.Conn) error {
 	}
 	shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
 	oldQ := dbconn.QuoteTable(r.cfg.Database, r.names.Old)
+	if err := r.carryTriggers(ctx, lock); err != nil { // triggers.go
+		return r.triggersOff(ctx, lock, err)
+	}
 	r.renaming.Store(true)
-	var err error
+	err := beforeRename(r.cfg.Database) // a test's failed RENAME (export_test.go)
 	switch {
+	case err != nil:
 	case r.swapPlan.proc != "":
 		err = r.callSwap(ctx, lock) // swapproc.go
 	case r.renameUnderLock():
@@ -146,7 +154,7 @@ func (r *Runner) swap(ctx context.Context, lock *sql.Conn) error {
 			r.childrenBack(ctx, lock)
 			r.dropShadowForeignKeys(ctx, lock)
 		}
-		return err
+		return r.triggersOff(ctx, lock, err)
 	}
 	r.swapped.Store(true)
 	failpoint("renamed")
@@ -157,6 +165,10 @@ func (r *Runner) swap(ctx context.Context, lock *sql.Conn) error {
 // failpoint marks a point of the cut-over at which the kill tests make the
 // process die (export_test.go); it does nothing otherwise.
 var failpoint = func(string) {}
+
+// beforeRename stands, in tests, for a RENAME that fails (export_test.go);
+// it does nothing otherwise.
+var beforeRename = func(database string) error { return nil }
 
 // finishLocked applies the last changes, checks the rows changed since the
 // checksum and carries the AUTO_INCREMENT counter, while lock holds the

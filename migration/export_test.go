@@ -1,6 +1,12 @@
 package migration
 
-import "os"
+import (
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/sluicedb/sluice/internal/mdl"
+)
 
 // A child process of the kill tests dies at the failpoint SLUICE_FAILPOINT
 // names, at once and without cleaning up, as if killed there.
@@ -11,5 +17,22 @@ func init() {
 				os.Exit(9)
 			}
 		}
+	}
+}
+
+var failRename sync.Map // database -> struct{}
+
+// FailRenameOnce makes the next cut-over attempt in database fail as a
+// RENAME would that is worth retrying.
+func FailRenameOnce(database string) {
+	failRename.Store(database, struct{}{})
+}
+
+func init() {
+	beforeRename = func(database string) error {
+		if _, ok := failRename.LoadAndDelete(database); ok {
+			return fmt.Errorf("%w: the test failed this RENAME", mdl.ErrRetry)
+		}
+		return nil
 	}
 }

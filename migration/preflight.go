@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -266,6 +267,7 @@ func (r *Runner) makePlan(ctx context.Context) error {
 	r.plan = plan.Decide(r.orig, r.alter, facts.Server, plan.Options{
 		Replicas: r.cfg.Replicas || facts.Replicas > 0, MaxInplace: r.cfg.MaxInplace, CPUs: facts.CPUs,
 		DDLMemory: facts.DDLMemory(), LockWait: r.cfg.LockWait, CutoverLock: r.cfg.CutoverLockTimeout, CopyThreads: r.cfg.CopyWorkers,
+		CarryTriggers: r.cfg.CarryTriggers,
 	})
 	if u := plan.Unapproved(r.plan.Risks, r.cfg.Approve); len(u) > 0 {
 		var what []string
@@ -312,12 +314,13 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 		return preflightErr("table %s has no primary key, nor a unique index of whole NOT NULL columns; sluice needs one to copy in ranges and to find changed rows: add a primary key first", t.Name)
 	case t.PKPrefix:
 		return preflightErr("table %s's primary key uses a column prefix; sluice needs whole-column keys", t.Name)
-	case t.Triggers > 0:
-		return preflightErr("table %s has triggers; sluice does not migrate such tables yet", t.Name)
 	case r.alter.ChangesPrimaryKey && !t.HasPrimaryKey():
 		return preflightErr("the ALTER changes the primary key of a table whose rows are found by its %s; sluice does not support that yet", rowKeyName(t))
 	}
 	if err := foreignKeyRefusal(t, r.alter, r.vars, r.renameUnderLock()); err != nil {
+		return err
+	}
+	if err := r.checkTriggers(ctx); err != nil {
 		return err
 	}
 	if err := r.checkRelatedPrivileges(); err != nil {
@@ -450,6 +453,9 @@ func (r *Runner) createShadow(ctx context.Context) error {
 		return err
 	}
 	if err := r.checkChildKeys(ctx); err != nil {
+		return err
+	}
+	if err := r.probeTriggers(ctx); err != nil {
 		return err
 	}
 	keep := keepPlainIndexes(r.cfg.KeepIndexes, r.cfg.DeferIndexes, r.lag != nil)
@@ -596,7 +602,7 @@ func (r *Runner) recheckOriginal(ctx context.Context) error {
 		return fmt.Errorf("read %s again: %w", r.orig.Name, err)
 	}
 	same := len(now.Columns) == len(r.orig.Columns) && sameKey(now.PrimaryKey, r.orig.PrimaryKey) &&
-		now.Triggers == r.orig.Triggers && fmt.Sprint(now.ForeignKeys, now.Children) == fmt.Sprint(r.orig.ForeignKeys, r.orig.Children) && len(now.Indexes) == len(r.orig.Indexes)
+		slices.Equal(now.Triggers, r.orig.Triggers) && fmt.Sprint(now.ForeignKeys, now.Children) == fmt.Sprint(r.orig.ForeignKeys, r.orig.Children) && len(now.Indexes) == len(r.orig.Indexes)
 	for i := 0; same && i < len(now.Columns); i++ {
 		a, b := now.Columns[i], r.orig.Columns[i]
 		same = a.Name == b.Name && a.ColumnType == b.ColumnType && a.Collation == b.Collation && a.Nullable == b.Nullable && a.Generated == b.Generated

@@ -267,6 +267,11 @@ func resumable(err error) bool {
 // build are the new table's that it lacks.
 func (r *Runner) resumeShadow(ctx context.Context) error {
 	r.shadowCreated, r.ckptCreated, r.ckpt = true, true, r.resume
+	// Copies of the triggers, if the earlier run died in its cut-over's
+	// last moments, before anything writes to the shadow (triggers.go).
+	if err := r.dropShadowTriggers(ctx, nil); err != nil {
+		return err
+	}
 	var err error
 	if r.shadow, err = schema.Load(ctx, r.db, r.cfg.Database, r.names.Shadow); err != nil {
 		return err

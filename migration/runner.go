@@ -78,6 +78,9 @@ type Runner struct {
 	// checksummed: the checksum ran beside the index build.
 	checksummed bool
 	swapped     atomic.Bool
+	// shadowTriggers: copies of the triggers may be on the shadow
+	// (triggers.go); the apply is not let go while they may be.
+	shadowTriggers atomic.Bool
 	// renaming is set just before the RENAME is sent: from then on the binlog
 	// reader may see sluice's own RENAME, which is no reason to stop.
 	renaming atomic.Bool
@@ -203,7 +206,11 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 	}
 	var errs []error
 	// A run that failed in a way a later run can get past keeps its work.
-	keep := runErr != nil && resumable(runErr) && r.shadowCreated && !r.swapped.Load() && r.ckpt != nil && r.ckpt.File != ""
+	// The checkpoint loop may still be writing it.
+	r.ckptMu.Lock()
+	recorded := r.ckpt != nil && r.ckpt.File != ""
+	r.ckptMu.Unlock()
+	keep := runErr != nil && resumable(runErr) && r.shadowCreated && !r.swapped.Load() && recorded
 	if keep {
 		if err := r.finalCheckpoint(cctx); err != nil {
 			r.log.Warn("could not record the last progress; the next run resumes from an earlier checkpoint", "error", err)

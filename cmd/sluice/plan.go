@@ -31,6 +31,7 @@ of the rows concerned. It only reads.`,
 		RunE: func(c *cobra.Command, _ []string) error { return runPlan(c.Context(), c, f) },
 	}
 	connectionFlags(c, &f)
+	carryTriggersFlag(c, &f)
 	c.Flags().StringVar(&f.format, "format", "text", "text or json")
 	return c
 }
@@ -69,6 +70,7 @@ func runPlan(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 	}
 	p, _, err := plan.Make(ctx, db, conn.Host, database, f.table, a, plan.Options{
 		Replicas: f.replicas, MaxInplace: f.maxInplace, LockWait: f.lockWait, CutoverLock: f.cutoverLock, CopyThreads: f.copyWorkers,
+		CarryTriggers: f.carryTriggers,
 	})
 	if errors.Is(err, schema.ErrNotFound) {
 		return fmt.Errorf("table %s.%s does not exist; check --database and --table", database, f.table)

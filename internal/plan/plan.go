@@ -43,6 +43,9 @@ type Options struct {
 	LockWait, CutoverLock time.Duration
 	// CopyThreads is the copy path's worker count.
 	CopyThreads int
+	// CarryTriggers: the operator lets the copy path carry the table's
+	// triggers under other names (--carry-triggers, TriggerRefusal).
+	CarryTriggers bool
 }
 
 // DDL are the session settings of an InnoDB index build.
@@ -76,8 +79,8 @@ type Plan struct {
 	// RowKey says, on the copy path of an ALTER that changes the primary
 	// key, by which index of the new table rows are found (RowKeyNote).
 	RowKey string `json:"row_key,omitempty"`
-	// Triggers says, on the copy path of a table with triggers, that sluice
-	// refuses it.
+	// Triggers says, on the copy path of a table with triggers, what becomes
+	// of them (TriggersNote).
 	Triggers string `json:"triggers,omitempty"`
 	// ForeignKeys says, on the copy path of a table with foreign keys, what
 	// becomes of them (ForeignKeysNote).
@@ -166,9 +169,7 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 	}
 	if p.Path == PathCopy {
 		p.RowKey = RowKeyNote(t, a)
-		if t.Triggers > 0 {
-			p.Triggers = fmt.Sprintf("%d: sluice refuses tables with triggers on the copy path (the swap would leave them on the old table); run the ALTER natively, or drop them first", t.Triggers)
-		}
+		p.Triggers = TriggersNote(t, o.CarryTriggers, srv.MariaDB)
 		p.ForeignKeys = ForeignKeysNote(t)
 		var sum int64
 		for _, b := range secondaryEntries(t) {

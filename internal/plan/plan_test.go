@@ -240,18 +240,45 @@ func TestCopyEstimateCountsWorkersUpToCPUs(t *testing.T) {
 // On the copy path the plan says what becomes of the table's triggers.
 func TestPlanSaysWhatBecomesOfTriggers(t *testing.T) {
 	tb := sbtest()
-	tb.Triggers = 2
+	tb.Triggers = []string{"audit_ins", "_audit_upd"}
 	a := mustParse(t, "MODIFY k BIGINT NOT NULL DEFAULT 0")
 	for _, c := range []struct {
-		srv  Server
-		want string
+		srv   Server
+		carry bool
+		want  string
 	}{
-		{Server{Major: 9, Minor: 7}, "2: sluice refuses tables with triggers"},
-		{Server{Major: 11, Minor: 8, MariaDB: true}, "2: sluice refuses tables with triggers"},
+		{Server{Major: 9, Minor: 7}, false, "refused: table sbtest1 has triggers (audit_ins, _audit_upd), which the swap would leave on the old table; a trigger's name is unique in its database, so their copies on the new table take the other name (_audit_ins, audit_upd): pass --carry-triggers"},
+		{Server{Major: 9, Minor: 7}, true, "audit_ins -> _audit_ins, _audit_upd -> audit_upd: copied to the new table under the cut-over's lock"},
+		{Server{Major: 11, Minor: 8, MariaDB: true}, true, "refused: table sbtest1 has triggers (audit_ins, _audit_upd); sluice carries triggers on MySQL only"},
 	} {
-		p := Decide(tb, a, c.srv, Options{CPUs: 2, CopyThreads: 4})
+		p := Decide(tb, a, c.srv, Options{CPUs: 2, CopyThreads: 4, CarryTriggers: c.carry})
 		if p.Path != PathCopy || !strings.HasPrefix(p.Triggers, c.want) || !strings.Contains(p.Text(), "triggers: "+p.Triggers) {
-			t.Errorf("%+v: path %s, triggers %q; want it to begin with %q", c.srv, p.Path, p.Triggers, c.want)
+			t.Errorf("%+v carry=%v: path %s, triggers %q; want it to begin with %q", c.srv, c.carry, p.Path, p.Triggers, c.want)
+		}
+	}
+	if p := Decide(sbtest(), a, Server{Major: 9, Minor: 7}, Options{CPUs: 2}); p.Triggers != "" {
+		t.Errorf("no triggers: triggers line %q", p.Triggers)
+	}
+}
+
+// The copies' names: a name either way round, never one the table has,
+// never beyond the servers' 64 characters.
+func TestTriggerRefusal(t *testing.T) {
+	long := strings.Repeat("x", 64)
+	for _, c := range []struct {
+		names []string
+		want  string
+	}{
+		{nil, ""},
+		{[]string{"a", "b"}, ""},
+		{[]string{"a", "_a"}, "triggers a and _a of t: the copy of the one takes the other's name"},
+		{[]string{"A", "_a"}, "triggers A and _a of t"},
+		{[]string{long}, "trigger " + long + " of t: its copy's name"},
+		{[]string{"_" + long[1:]}, ""},
+		{[]string{"_"}, "trigger _ of t: its copy's name \"\" is not a valid name"},
+	} {
+		if got := TriggerRefusal("t", c.names, true, false); !strings.HasPrefix(got, c.want) || (c.want == "") != (got == "") {
+			t.Errorf("%q: %q, want %q", c.names, got, c.want)
 		}
 	}
 }

@@ -64,9 +64,10 @@ type Table struct {
 	PKPrefix bool
 	// ForeignKeys are the table's own foreign keys (it is their child);
 	// Children are those of tables, this one included, that reference it.
-	ForeignKeys   []ForeignKey
-	Children      []ChildKey
-	Triggers      int
+	ForeignKeys []ForeignKey
+	Children    []ChildKey
+	// Triggers names the table's triggers, in the order they fire.
+	Triggers      []string
 	EstimatedRows int64
 	Engine        string
 	RowFormat     string // Dynamic, Compact, Compressed, Redundant
@@ -238,10 +239,11 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 	if err := loadForeignKeys(ctx, db, t); err != nil {
 		return nil, err
 	}
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TRIGGERS
-		WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?`, database, name).Scan(&t.Triggers); err != nil {
-		return nil, fmt.Errorf("read triggers of %s.%s: %w", database, name, err)
+	trs, err := LoadTriggers(ctx, db, database, name)
+	if err != nil {
+		return nil, err
 	}
+	t.Triggers = TriggerNames(trs)
 	return t, nil
 }
 

@@ -1,0 +1,37 @@
+package schema
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// The body is what follows the head the server writes, byte for byte (a
+// 4-byte character and a latin1 byte included), and CreateTriggerSQL puts
+// the same bytes behind the copy's head; a head of another shape is refused.
+func TestSplitTriggerDefinition(t *testing.T) {
+	tr := Trigger{Name: "a`b", Timing: "BEFORE", Event: "INSERT", Definer: "us`er@local%"}
+	body := []byte("BEGIN SET NEW.c = CONCAT(NEW.c, '\xf0\x9f\x98\x80\xe9'); END")
+	stmt := append([]byte("CREATE DEFINER=`us``er`@`local%` TRIGGER `a``b` BEFORE INSERT ON `t x` FOR EACH ROW "), body...)
+	definer, got, err := SplitTriggerDefinition(stmt, tr, "t x")
+	if err != nil || !bytes.Equal(got, body) || string(definer) != "`us``er`@`local%`" {
+		t.Fatalf("definer %q body %q err %v", definer, got, err)
+	}
+	tr.DefinerClause, tr.Body = definer, got
+	want := "CREATE DEFINER=`us``er`@`local%` TRIGGER `_a``b` BEFORE INSERT ON `db`.`_t x_new` FOR EACH ROW " + string(body)
+	if s := CreateTriggerSQL(tr, Toggled(tr.Name), "`db`.`_t x_new`"); s != want {
+		t.Errorf("copy:\n%q\nwant\n%q", s, want)
+	}
+	for _, bad := range []struct{ stmt, table, definer string }{
+		{"CREATE TRIGGER `a``b` BEFORE INSERT ON `t x` FOR EACH ROW SET @a = 1", "t x", tr.Definer},
+		{"CREATE DEFINER=`us``er`@`local%` TRIGGER `a``b` AFTER INSERT ON `t x` FOR EACH ROW SET @a = 1", "t x", tr.Definer},
+		{"CREATE DEFINER=`us``er`@`local%` TRIGGER `a``b` BEFORE INSERT ON `t x` FOR EACH ROW SET @a = 1", "t", tr.Definer},
+		{"CREATE DEFINER=`us``er`@`local%` TRIGGER `a``b` BEFORE INSERT ON `t x` FOR EACH ROW SET @a = 1", "t x", "other@local%"},
+		{"CREATE DEFINER=`us``er`@`local%` TRIGGER `a``b` BEFORE INSERT ON `t x` FOR EACH ROW  ", "t x", tr.Definer},
+	} {
+		tr.Definer = bad.definer
+		if _, _, err := SplitTriggerDefinition([]byte(bad.stmt), tr, bad.table); err == nil || !strings.Contains(err.Error(), "trigger a`b") {
+			t.Errorf("%q on %q accepted (err %v)", bad.stmt, bad.table, err)
+		}
+	}
+}

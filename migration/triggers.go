@@ -1,0 +1,231 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/plan"
+	"github.com/sluicedb/sluice/internal/schema"
+)
+
+// Existing triggers (MySQL, with --carry-triggers). RENAME TABLE moves a
+// table's triggers with it, and a trigger's name is unique in its database.
+// So the new table gets copies of the original's triggers under the other
+// name (schema.Toggled), created under the cut-over's lock, after the last
+// change is applied to it and right before the RENAME; the original keeps
+// its own throughout and takes them to the old table. The shadow has no
+// trigger at any other moment: one there would fire for sluice's own writes.
+//
+// Every state a death can leave is safe. Before the RENAME the original
+// serves writes with all its triggers; the copies on the shadow are dropped
+// by the next run before it writes to the shadow (resumeShadow), or go with
+// the shadow (--restart). After it, the new table has one copy of each. A
+// cut-over attempt that fails before the RENAME drops the copies before the
+// apply resumes; should that drop fail, the apply stays held and the run
+// stops (shadowTriggers).
+
+// checkTriggers refuses, in preflight, triggers the copy path cannot carry,
+// and proves each can be read back byte for byte.
+func (r *Runner) checkTriggers(ctx context.Context) error {
+	names := r.orig.Triggers
+	if why := plan.TriggerRefusal(r.orig.Name, names, r.cfg.CarryTriggers, !r.renameUnderLock()); why != "" {
+		return preflightErr("%s", why)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	trs, err := r.readTriggers(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := r.checkTriggerCopies(ctx, trs); err != nil {
+		return err
+	}
+	r.log.Info("the table's triggers are copied to the new table at the swap, under other names",
+		"triggers", strings.Join(schema.TriggerNames(trs), ", "), "copies", strings.Join(plan.CarriedTriggerNames(schema.TriggerNames(trs)), ", "))
+	return nil
+}
+
+// readTriggers reads the original's triggers with their bodies, on conn
+// (nil: a connection of the pool).
+func (r *Runner) readTriggers(ctx context.Context, conn *sql.Conn) ([]schema.Trigger, error) {
+	trs, err := schema.LoadTriggers(ctx, r.db, r.cfg.Database, r.orig.Name)
+	if err != nil || len(trs) == 0 {
+		return trs, err
+	}
+	if conn == nil {
+		if conn, err = r.db.Conn(ctx); err != nil {
+			return nil, err
+		}
+		defer conn.Close()
+	}
+	if err := schema.ReadBodies(ctx, conn, r.cfg.Database, r.orig.Name, trs); err != nil {
+		return nil, preflightErr("%v; run the ALTER natively", err)
+	}
+	return trs, nil
+}
+
+// checkTriggerCopies refuses copies whose names another trigger of the
+// database has, and triggers created under another default collation of the
+// database than today's (their copies would take today's).
+func (r *Runner) checkTriggerCopies(ctx context.Context, trs []schema.Trigger) error {
+	if why := plan.TriggerRefusal(r.orig.Name, schema.TriggerNames(trs), true, false); why != "" {
+		return preflightErr("%s", why)
+	}
+	var dbColl string
+	if err := r.db.QueryRowContext(ctx, "SELECT DEFAULT_COLLATION_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", r.cfg.Database).Scan(&dbColl); err != nil {
+		return fmt.Errorf("read the collation of %s: %w", r.cfg.Database, err)
+	}
+	rows, err := r.db.QueryContext(ctx, "SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?", r.cfg.Database)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	taken := map[string]string{}
+	for rows.Next() {
+		var name, table string
+		if err := rows.Scan(&name, &table); err != nil {
+			return err
+		}
+		taken[strings.ToLower(name)] = table
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, t := range trs {
+		copyName := schema.Toggled(t.Name)
+		if on, ok := taken[strings.ToLower(copyName)]; ok && on != r.names.Shadow {
+			return preflightErr("trigger %s of %s is copied to the new table as %s, a name trigger %s of table %s has; rename one of them first",
+				t.Name, r.orig.Name, copyName, copyName, on)
+		}
+		if !strings.EqualFold(t.DBCollation, dbColl) {
+			return preflightErr("trigger %s of %s was created when %s's default collation was %s, now %s, which its copy would take; create it again first (DROP TRIGGER, CREATE TRIGGER)",
+				t.Name, r.orig.Name, r.cfg.Database, t.DBCollation, dbColl)
+		}
+	}
+	return nil
+}
+
+// probeTriggers proves, on the fresh shadow before anything is written to
+// it, that the account can create each copy there as the cut-over will (as
+// its definer: SET_ANY_DEFINER, SUPER or log_bin_trust_function_creators
+// may be needed) and that the new definition still has the columns each
+// uses as NEW.c or OLD.c: each is created and dropped at once.
+func (r *Runner) probeTriggers(ctx context.Context) error {
+	if len(r.orig.Triggers) == 0 {
+		return nil
+	}
+	conn, err := r.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	trs, err := r.readTriggers(ctx, conn)
+	if err != nil {
+		return err
+	}
+	for _, t := range trs {
+		err := r.createTriggerCopy(ctx, conn, t)
+		if err == nil {
+			err = r.dropShadowTriggers(ctx, conn)
+		}
+		if err != nil {
+			return preflightErr("trigger %s of %s cannot be created on the new table (%v): grant what the error names (TRIGGER; SET_ANY_DEFINER for another definer; SUPER, or log_bin_trust_function_creators=ON, while the binlog is on), or change the trigger if the ALTER changes a column it uses",
+				t.Name, r.orig.Name, err)
+		}
+	}
+	return nil
+}
+
+// carryTriggers creates on the shadow, on lock (which holds both tables
+// after the last change), copies of the triggers the original has now, in
+// the order they fire. Without --carry-triggers it makes sure the original
+// has none: the binlog reader stops the run on a CREATE TRIGGER, and this is
+// the last look before the RENAME would take one to the old table.
+func (r *Runner) carryTriggers(ctx context.Context, lock *sql.Conn) error {
+	if !r.cfg.CarryTriggers || !r.renameUnderLock() {
+		trs, err := schema.LoadTriggers(ctx, r.db, r.cfg.Database, r.orig.Name)
+		if err == nil && len(trs) > 0 {
+			err = fmt.Errorf("trigger %s was created on %s during the migration, and the swap would leave it on the old table; run the same command again with --carry-triggers",
+				trs[0].Name, r.orig.Name)
+		}
+		return err
+	}
+	trs, err := r.readTriggers(ctx, lock)
+	if err != nil || len(trs) == 0 {
+		return err
+	}
+	r.shadowTriggers.Store(true)
+	for _, t := range trs {
+		if err := r.createTriggerCopy(ctx, lock, t); err != nil {
+			return fmt.Errorf("copy trigger %s to the new table: %w", t.Name, err)
+		}
+	}
+	r.log.Info("triggers copied to the new table", "copies", strings.Join(plan.CarriedTriggerNames(schema.TriggerNames(trs)), ", "))
+	failpoint("triggers-copied")
+	return nil
+}
+
+// createTriggerCopy creates on the shadow, on conn, the copy of t, with t's
+// sql_mode, character_set_client and collation_connection in the session.
+func (r *Runner) createTriggerCopy(ctx context.Context, conn *sql.Conn, t schema.Trigger) error {
+	var mode, client, coll string
+	if err := conn.QueryRowContext(ctx, "SELECT @@SESSION.sql_mode, @@SESSION.character_set_client, @@SESSION.collation_connection").Scan(&mode, &client, &coll); err != nil {
+		return err
+	}
+	r.shadowTriggers.Store(true)
+	if _, err := conn.ExecContext(ctx, "SET SESSION sql_mode = ?, character_set_client = ?, collation_connection = ?", t.SQLMode, t.CharsetClient, t.CollationConn); err != nil {
+		return err
+	}
+	_, err := conn.ExecContext(ctx, schema.CreateTriggerSQL(t, schema.Toggled(t.Name), dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)))
+	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION sql_mode = ?, character_set_client = ?, collation_connection = ?", mode, client, coll); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// dropShadowTriggers drops every trigger of the shadow, on conn (nil: a
+// connection of the pool). Only then may anything write to it again.
+func (r *Runner) dropShadowTriggers(ctx context.Context, conn *sql.Conn) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	trs, err := schema.LoadTriggers(ctx, r.db, r.cfg.Database, r.names.Shadow)
+	if err != nil {
+		return err
+	}
+	for _, t := range trs {
+		q := "DROP TRIGGER IF EXISTS " + dbconn.QuoteTable(r.cfg.Database, t.Name)
+		if conn != nil {
+			_, err = conn.ExecContext(ctx, q)
+		} else {
+			_, err = r.db.ExecContext(ctx, q)
+		}
+		if err != nil {
+			return fmt.Errorf("drop trigger %s of %s: %w", t.Name, r.names.Shadow, err)
+		}
+	}
+	r.shadowTriggers.Store(false)
+	return nil
+}
+
+// triggersOff drops the copies after a cut-over attempt that failed before
+// the RENAME, on lock, or on a connection of the pool once lock is gone. An
+// error it returns is no longer one to retry on: the apply stays held.
+func (r *Runner) triggersOff(ctx context.Context, lock *sql.Conn, cause error) error {
+	if !r.shadowTriggers.Load() {
+		return cause
+	}
+	err := r.dropShadowTriggers(ctx, lock)
+	if err != nil {
+		err = r.dropShadowTriggers(ctx, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("%s; the copies of the triggers could not be dropped from %s (%w): nothing is written to it, run the same command again",
+			cause, r.names.Shadow, err)
+	}
+	return cause
+}

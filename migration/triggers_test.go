@@ -1,0 +1,394 @@
+package migration_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/schema"
+	"github.com/sluicedb/sluice/internal/testdb"
+	"github.com/sluicedb/sluice/migration"
+)
+
+// auditTriggers are the triggers of the trigger tests' table t: each write
+// to t leaves rows in audit that name it (trigger, operation, key, the row's
+// write count), so that audit shows every write that ran without its
+// triggers, or through them twice, and every write of sluice's own that
+// fired one. t_ai2 is made in latin1 under PIPES_AS_CONCAT: a copy made in
+// another character set or sql_mode writes another name than "ai2é".
+var auditTriggers = []struct{ name, mode, charset, def string }{
+	{"t_bi", "", "", "BEFORE INSERT ON t FOR EACH ROW SET NEW.seq = 1, NEW.note = CONCAT(NEW.note, '\U0001F600')"},
+	{"t_bu", "", "", "BEFORE UPDATE ON t FOR EACH ROW SET NEW.seq = OLD.seq + 1"},
+	{"t_ai", "", "", "AFTER INSERT ON t FOR EACH ROW INSERT INTO audit (trg, op, id, seq) VALUES ('ai', 'i', NEW.id, NEW.seq)"},
+	{"t_ai2", "PIPES_AS_CONCAT", "latin1", "AFTER INSERT ON t FOR EACH ROW FOLLOWS t_ai INSERT INTO audit (trg, op, id, seq) VALUES ('ai2' || '\xe9', 'j', NEW.id, NEW.seq)"},
+	{"t_au", "", "", "AFTER UPDATE ON t FOR EACH ROW BEGIN\n  -- one row per update\n  INSERT INTO audit (trg, op, id, seq) VALUES ('au', 'u', NEW.id, NEW.seq);\nEND"},
+	{"t_ad", "", "", "AFTER DELETE ON t FOR EACH ROW INSERT INTO audit (trg, op, id, seq) VALUES ('ad', 'd', OLD.id, OLD.seq)"},
+}
+
+// auditModel is one writer's model of t (the rows whose ids are i modulo
+// n) and of the audit rows its committed writes must leave.
+type auditModel struct {
+	i, n, next int64
+	rows       map[int64][3]int64 // id -> v, seq, 1 if inserted through t_bi
+	audit      []string
+	ops        map[string]int
+}
+
+// newAuditTable makes t, audit and the triggers, with rows rows (made before
+// the triggers: seq 0, no audit row), and returns the writers' models.
+func newAuditTable(t *testing.T, db *testdb.DB, rows, writers int) []*auditModel {
+	t.Helper()
+	db.MustExec(t, "CREATE TABLE t (id BIGINT PRIMARY KEY, v INT, seq INT NOT NULL DEFAULT 0, note VARCHAR(20) CHARACTER SET utf8mb4 NOT NULL DEFAULT 'w')",
+		"CREATE TABLE audit (n BIGINT AUTO_INCREMENT PRIMARY KEY, trg VARCHAR(10) CHARACTER SET utf8mb4, op CHAR(1), id BIGINT, seq INT)")
+	ms := make([]*auditModel, writers)
+	for i := range ms {
+		ms[i] = &auditModel{i: int64(i), n: int64(writers), next: int64(i), rows: map[int64][3]int64{}, ops: map[string]int{}}
+	}
+	var vals []any
+	for k := range rows {
+		m := ms[k%writers]
+		id := m.id()
+		m.rows[id] = [3]int64{int64(k), 0, 0}
+		vals = append(vals, id, k)
+		if len(vals) == 2000 || k == rows-1 {
+			if _, err := db.Exec("INSERT INTO t (id, v) VALUES "+placeholders(len(vals)/2, 2), vals...); err != nil {
+				t.Fatal(err)
+			}
+			vals = nil
+		}
+	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, tr := range auditTriggers {
+		mode, charset := "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION", "utf8mb4"
+		if tr.mode != "" {
+			mode = tr.mode
+		}
+		if tr.charset != "" {
+			charset = tr.charset
+		}
+		for _, q := range []string{"SET SESSION sql_mode = '" + mode + "'", "SET NAMES " + charset, "CREATE TRIGGER " + tr.name + " " + tr.def} {
+			if _, err := conn.ExecContext(context.Background(), q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+	}
+	return ms
+}
+
+func (m *auditModel) id() int64 { m.next += m.n; return m.next }
+
+// step runs one write and, once it commits, applies it and the audit rows
+// the triggers leave to the model.
+func (m *auditModel) step(ctx context.Context, db *sql.DB, rng *rand.Rand) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var ids []int64
+	for id := range m.rows {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var op string
+	var commit func()
+	switch k := rng.IntN(10); {
+	case k < 4 || len(ids) < 10:
+		id, v := m.id(), rng.Int64N(1000)
+		_, err = tx.ExecContext(ctx, "INSERT INTO t (id, v) VALUES (?, ?)", id, v)
+		op, commit = "insert", func() {
+			m.rows[id] = [3]int64{v, 1, 1}
+			m.audit = append(m.audit, fmt.Sprintf("ai i %d 1", id), fmt.Sprintf("ai2é j %d 1", id))
+		}
+	case k < 8:
+		id, v := ids[rng.IntN(len(ids))], rng.Int64N(1000)
+		_, err = tx.ExecContext(ctx, "UPDATE t SET v = ? WHERE id = ?", v, id)
+		op, commit = "update", func() {
+			seq := m.rows[id][1] + 1
+			m.rows[id] = [3]int64{v, seq, m.rows[id][2]}
+			m.audit = append(m.audit, fmt.Sprintf("au u %d %d", id, seq))
+		}
+	default:
+		id := ids[rng.IntN(len(ids))]
+		_, err = tx.ExecContext(ctx, "DELETE FROM t WHERE id = ?", id)
+		op, commit = "delete", func() {
+			m.audit = append(m.audit, fmt.Sprintf("ad d %d %d", id, m.rows[id][1]))
+			delete(m.rows, id)
+		}
+	}
+	return commitStep(tx, err, op, commit, m.ops)
+}
+
+// checkAudit compares t and audit with the models: every row, and every
+// audit row exactly once (none missing: no write ran without its
+// triggers; none twice; none from sluice's own writes), and t_ai2 fired
+// after t_ai for each insert.
+func checkAudit(t *testing.T, db *testdb.DB, ms []*auditModel) {
+	t.Helper()
+	var want, wantAudit []string
+	for _, m := range ms {
+		for id, r := range m.rows {
+			note := "w"
+			if r[2] == 1 {
+				note += "\U0001F600"
+			}
+			want = append(want, fmt.Sprintf("%d %d %d %s", id, r[0], r[1], note))
+		}
+		wantAudit = append(wantAudit, m.audit...)
+	}
+	slices.Sort(want)
+	slices.Sort(wantAudit)
+	got := column(t, db, "SELECT CONCAT_WS(' ', id, v, seq, note) FROM t")
+	if !slices.Equal(got, want) {
+		t.Errorf("t: %d rows, model %d; first difference: %s", len(got), len(want), firstDiff(got, want))
+	}
+	gotAudit := column(t, db, "SELECT CONCAT_WS(' ', trg, op, id, seq) FROM audit")
+	if !slices.Equal(gotAudit, wantAudit) {
+		t.Errorf("audit: %d rows, model %d; first difference: %s", len(gotAudit), len(wantAudit), firstDiff(gotAudit, wantAudit))
+	}
+	if len(wantAudit) == 0 {
+		t.Error("no write left an audit row: the check compared nothing")
+	}
+	var misordered int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM audit a JOIN audit b ON a.id = b.id AND a.op = 'i' AND b.op = 'j' WHERE a.n > b.n`).Scan(&misordered); err != nil || misordered > 0 {
+		t.Errorf("t_ai2 fired before t_ai %d times (%v)", misordered, err)
+	}
+}
+
+// column reads the one column query returns, sorted.
+func column(t *testing.T, db *testdb.DB, query string) []string {
+	t.Helper()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func firstDiff(got, want []string) string {
+	for i := range max(len(got), len(want)) {
+		switch {
+		case i >= len(got):
+			return "missing " + want[i]
+		case i >= len(want):
+			return "extra " + got[i]
+		case got[i] != want[i]:
+			return fmt.Sprintf("got %q, want %q", got[i], want[i])
+		}
+	}
+	return "none"
+}
+
+// triggersOf reads the triggers of table with their bodies, as
+// "name timing event order sql_mode charset collation definer: body".
+func triggersOf(t *testing.T, db *testdb.DB, table string) []string {
+	t.Helper()
+	ctx := context.Background()
+	trs, err := schema.LoadTriggers(ctx, db.DB, db.Name, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := schema.ReadBodies(ctx, conn, db.Name, table, trs); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, tr := range trs {
+		out = append(out, fmt.Sprintf("%s %s %s %d %s %s %s %s: %q", tr.Name, tr.Timing, tr.Event, tr.Order, tr.SQLMode, tr.CharsetClient, tr.CollationConn, tr.DefinerClause, tr.Body))
+	}
+	return out
+}
+
+// toggledNames turns each line of triggersOf to the copy's name.
+func toggledNames(lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		name, rest, _ := strings.Cut(l, " ")
+		out[i] = schema.Toggled(name) + " " + rest
+	}
+	return out
+}
+
+// With writers on the table throughout, the new table gets copies of all
+// the triggers (renamed, in their order, with their definer, sql_mode,
+// character set and body byte for byte), and every write of the
+// application left its audit rows exactly once.
+func TestTriggersCarriedWithWriters(t *testing.T) {
+	db := testdb.New(t)
+	db.SkipUnless(t, dbconn.MySQL, "triggers are carried on MySQL only")
+	const writers = 4
+	ms := newAuditTable(t, db, 20000, writers)
+	before := triggersOf(t, db, "t")
+	cfg := config(t, db, "t", "ADD COLUMN extra INT NOT NULL DEFAULT 7, MODIFY v BIGINT")
+	cfg.CarryTriggers = true
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	res, during, _ := migrateUnderWriters(t, mustRunner(t, cfg), seed, writers, func(ctx context.Context, i int, rng *rand.Rand) error {
+		return ms[i].step(ctx, db.DB, rng)
+	}, 1213)
+	if during == 0 || res.KeysApplied == 0 {
+		t.Fatalf("%d writes during the migration, %d keys applied: nothing tested the triggers under writes", during, res.KeysApplied)
+	}
+	checkAudit(t, db, ms)
+	if after := triggersOf(t, db, "t"); !slices.Equal(after, toggledNames(before)) {
+		t.Errorf("triggers of the new table:\n got  %q\n want %q", after, toggledNames(before))
+	}
+	if old := triggersOf(t, db, res.OldTable); !slices.Equal(old, before) {
+		t.Errorf("triggers of the old table:\n got  %q\n want %q", old, before)
+	}
+	var extra int
+	if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE extra <> 7").Scan(&extra); err != nil || extra != 0 {
+		t.Errorf("rows without the new column's default: %d (%v)", extra, err)
+	}
+	t.Logf("%d writes during the migration (%v), %d keys applied", during, ms[0].ops, res.KeysApplied)
+
+	// The next migration takes the names back.
+	cfg.Alter = "DROP COLUMN extra"
+	db.MustExec(t, "DROP TABLE "+res.OldTable)
+	if _, err := mustRunner(t, cfg).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if again := triggersOf(t, db, "t"); !slices.Equal(again, before) {
+		t.Errorf("triggers after a second migration:\n got  %q\n want %q", again, before)
+	}
+}
+
+// A cut-over whose RENAME fails after the copies were made drops them
+// before the apply goes on: the writes the apply copies between attempts
+// fire nothing, and the next attempt makes the copies again. (The RENAME
+// is failed by a test hook: under the cut-over's lock nothing else can make
+// it fail in a way worth retrying.)
+func TestFailedSwapDropsTheTriggerCopies(t *testing.T) {
+	db := testdb.New(t)
+	db.SkipUnless(t, dbconn.MySQL, "triggers are carried on MySQL only")
+	const writers = 3
+	ms := newAuditTable(t, db, 5000, writers)
+	before := triggersOf(t, db, "t")
+	cfg := config(t, db, "t", "ADD COLUMN extra INT")
+	cfg.CarryTriggers = true
+	migration.FailRenameOnce(db.Name)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	res, during, _ := migrateUnderWriters(t, mustRunner(t, cfg), seed, writers, func(ctx context.Context, i int, rng *rand.Rand) error {
+		return ms[i].step(ctx, db.DB, rng)
+	}, 1213)
+	if res.LockAttempts < 2 {
+		t.Fatalf("%d cut-over attempts: the first did not fail", res.LockAttempts)
+	}
+	t.Logf("%d lock attempts, %d writes during the migration", res.LockAttempts, during)
+	checkAudit(t, db, ms)
+	if after := triggersOf(t, db, "t"); !slices.Equal(after, toggledNames(before)) {
+		t.Errorf("triggers of the new table:\n got  %q\n want %q", after, toggledNames(before))
+	}
+}
+
+// A run killed with the copies made and the RENAME not yet sent leaves the
+// original serving writes with its own triggers; the next run drops the
+// copies before it applies those writes to the new table, and carries them
+// again.
+func TestDeathWithTheTriggerCopiesMade(t *testing.T) {
+	if os.Getenv("SLUICE_RESUME_CHILD") != "" {
+		t.Skip()
+	}
+	db := testdb.New(t)
+	db.SkipUnless(t, dbconn.MySQL, "triggers are carried on MySQL only")
+	ms := newAuditTable(t, db, 3000, 1)
+	before := triggersOf(t, db, "t")
+	job := childJob{DSN: os.Getenv(testdb.Env), Database: db.Name, Table: "t", Alter: "ADD COLUMN extra INT NOT NULL DEFAULT 7",
+		Every: 200 * time.Millisecond, Die: "triggers-copied", Carry: true}
+	c := startChild(t, job)
+	err := <-c.done
+	if code := c.cmd.ProcessState.ExitCode(); code != 9 {
+		t.Fatalf("the child did not die with the copies made (exit %d, %v):\n%s", code, err, c.out)
+	}
+	if copies := triggersOf(t, db, "_t_new"); len(copies) != len(before) {
+		t.Fatalf("the shadow has %d triggers after the death, want %d: the test did not reach its point", len(copies), len(before))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		if err := ms[0].step(context.Background(), db.DB, rng); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job.Die = ""
+	c = startChild(t, job)
+	if err := <-c.done; err != nil {
+		res, line := c.result(t)
+		t.Fatalf("the run after the death failed: %s (kept %q)\n%s", line, res.Kept, c.out)
+	}
+	checkAudit(t, db, ms)
+	if after := triggersOf(t, db, "t"); !slices.Equal(after, toggledNames(before)) {
+		t.Errorf("triggers of the new table:\n got  %q\n want %q", after, toggledNames(before))
+	}
+}
+
+// What cannot be carried is refused in one line before anything is made.
+func TestTriggerRefusals(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT, w INT)", "CREATE TABLE u (id INT PRIMARY KEY)",
+		"CREATE TABLE audit (id INT)", "INSERT INTO t VALUES (1, 1, 1)",
+		"CREATE TRIGGER t_bi BEFORE INSERT ON t FOR EACH ROW SET NEW.w = NEW.v")
+	for _, c := range []struct {
+		name, alter string
+		carry       bool
+		setup       []string
+		want        string
+		on          dbconn.Flavor
+	}{
+		{"not accepted", "ADD COLUMN x INT", false, nil, "table t has triggers (t_bi), which the swap would leave on the old table; a trigger's name is unique in its database, so their copies on the new table take the other name (_t_bi): pass --carry-triggers", dbconn.MySQL},
+		{"MariaDB", "ADD COLUMN x INT", true, nil, "table t has triggers (t_bi); sluice carries triggers on MySQL only", dbconn.MariaDB},
+		{"name taken", "ADD COLUMN x INT", true, []string{"CREATE TRIGGER _t_bi AFTER INSERT ON u FOR EACH ROW INSERT INTO audit VALUES (NEW.id)"},
+			"trigger t_bi of t is copied to the new table as _t_bi, a name trigger _t_bi of table u has", dbconn.MySQL},
+		{"column used", "DROP COLUMN w", true, []string{"DROP TRIGGER IF EXISTS _t_bi"}, "trigger t_bi of t cannot be created on the new table (Error 1054", dbconn.MySQL},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if db.Flavor != c.on {
+				t.Skipf("%s's refusal", c.on)
+			}
+			db.MustExec(t, c.setup...)
+			cfg := config(t, db, "t", c.alter)
+			cfg.CarryTriggers = c.carry
+			_, err := mustRunner(t, cfg).Run(context.Background())
+			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("got %v, want one line with %q", err, c.want)
+			}
+			if tables := db.Tables(t); !slices.Equal(tables, []string{"audit", "t", "u"}) {
+				t.Errorf("tables after the refusal: %v", tables)
+			}
+			if got := column(t, db, "SELECT CONCAT_WS(' ', id, v, w) FROM t"); !slices.Equal(got, []string{"1 1 1"}) {
+				t.Errorf("rows: %q", got)
+			}
+			if trs := triggersOf(t, db, "t"); len(trs) != 1 || !strings.HasPrefix(trs[0], "t_bi ") {
+				t.Errorf("triggers of t: %q", trs)
+			}
+		})
+	}
+}
