@@ -12,7 +12,7 @@ import (
 	"github.com/sluicedb/sluice/internal/schema"
 )
 
-// Existing triggers (MySQL, with --carry-triggers). RENAME TABLE moves a
+// Existing triggers (with --carry-triggers). RENAME TABLE moves a
 // table's triggers with it, and a trigger's name is unique in its database.
 // So the new table gets copies of the original's triggers under the other
 // name (schema.Toggled), created under the cut-over's lock, after the last
@@ -32,7 +32,7 @@ import (
 // and proves each can be read back byte for byte.
 func (r *Runner) checkTriggers(ctx context.Context) error {
 	names := r.orig.Triggers
-	if why := plan.TriggerRefusal(r.orig.Name, names, r.cfg.CarryTriggers, !r.renameUnderLock()); why != "" {
+	if why := plan.TriggerRefusal(r.orig.Name, names, r.cfg.CarryTriggers); why != "" {
 		return preflightErr("%s", why)
 	}
 	if len(names) == 0 {
@@ -73,7 +73,7 @@ func (r *Runner) readTriggers(ctx context.Context, conn *sql.Conn) ([]schema.Tri
 // database has, and triggers created under another default collation of the
 // database than today's (their copies would take today's).
 func (r *Runner) checkTriggerCopies(ctx context.Context, trs []schema.Trigger) error {
-	if why := plan.TriggerRefusal(r.orig.Name, schema.TriggerNames(trs), true, false); why != "" {
+	if why := plan.TriggerRefusal(r.orig.Name, schema.TriggerNames(trs), true); why != "" {
 		return preflightErr("%s", why)
 	}
 	var dbColl string
@@ -141,19 +141,29 @@ func (r *Runner) probeTriggers(ctx context.Context) error {
 	return nil
 }
 
-// carryTriggers creates on the shadow, on lock (which holds both tables
-// after the last change), copies of the triggers the original has now, in
-// the order they fire. Without --carry-triggers it makes sure the original
-// has none: the binlog reader stops the run on a CREATE TRIGGER, and this is
-// the last look before the RENAME would take one to the old table.
+// carryTriggers creates on the shadow, after the last change, copies of the
+// triggers the original has now, in the order they fire: on lock, which
+// holds both tables on MySQL; on MariaDB, where the shadow is left free for
+// the RENAME (sentry.go), on a connection of its own. Without
+// --carry-triggers it makes sure the original has none: the binlog reader
+// stops the run on a CREATE TRIGGER, and this is the last look before the
+// RENAME would take one to the old table.
 func (r *Runner) carryTriggers(ctx context.Context, lock *sql.Conn) error {
-	if !r.cfg.CarryTriggers || !r.renameUnderLock() {
+	if !r.cfg.CarryTriggers {
 		trs, err := schema.LoadTriggers(ctx, r.db, r.cfg.Database, r.orig.Name)
 		if err == nil && len(trs) > 0 {
 			err = fmt.Errorf("trigger %s was created on %s during the migration, and the swap would leave it on the old table; run the same command again with --carry-triggers",
 				trs[0].Name, r.orig.Name)
 		}
 		return err
+	}
+	if !r.renameUnderLock() {
+		c, err := r.db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		lock = c
 	}
 	trs, err := r.readTriggers(ctx, lock)
 	if err != nil || len(trs) == 0 {
@@ -219,8 +229,11 @@ func (r *Runner) triggersOff(ctx context.Context, lock *sql.Conn, cause error) e
 	if !r.shadowTriggers.Load() {
 		return cause
 	}
+	if !r.renameUnderLock() {
+		lock = nil // MariaDB: the shadow is not among lock's tables
+	}
 	err := r.dropShadowTriggers(ctx, lock)
-	if err != nil {
+	if err != nil && lock != nil {
 		err = r.dropShadowTriggers(ctx, nil)
 	}
 	if err != nil {

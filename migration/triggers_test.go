@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/schema"
 	"github.com/sluicedb/sluice/internal/testdb"
 	"github.com/sluicedb/sluice/migration"
@@ -243,7 +242,6 @@ func toggledNames(lines []string) []string {
 // application left its audit rows exactly once.
 func TestTriggersCarriedWithWriters(t *testing.T) {
 	db := testdb.New(t)
-	db.SkipUnless(t, dbconn.MySQL, "triggers are carried on MySQL only")
 	const writers = 4
 	ms := newAuditTable(t, db, 20000, writers)
 	before := triggersOf(t, db, "t")
@@ -288,7 +286,6 @@ func TestTriggersCarriedWithWriters(t *testing.T) {
 // it fail in a way worth retrying.)
 func TestFailedSwapDropsTheTriggerCopies(t *testing.T) {
 	db := testdb.New(t)
-	db.SkipUnless(t, dbconn.MySQL, "triggers are carried on MySQL only")
 	const writers = 3
 	ms := newAuditTable(t, db, 5000, writers)
 	before := triggersOf(t, db, "t")
@@ -319,7 +316,6 @@ func TestDeathWithTheTriggerCopiesMade(t *testing.T) {
 		t.Skip()
 	}
 	db := testdb.New(t)
-	db.SkipUnless(t, dbconn.MySQL, "triggers are carried on MySQL only")
 	ms := newAuditTable(t, db, 3000, 1)
 	before := triggersOf(t, db, "t")
 	job := childJob{DSN: os.Getenv(testdb.Env), Database: db.Name, Table: "t", Alter: "ADD COLUMN extra INT NOT NULL DEFAULT 7",
@@ -361,18 +357,13 @@ func TestTriggerRefusals(t *testing.T) {
 		carry       bool
 		setup       []string
 		want        string
-		on          dbconn.Flavor
 	}{
-		{"not accepted", "ADD COLUMN x INT", false, nil, "table t has triggers (t_bi), which the swap would leave on the old table; a trigger's name is unique in its database, so their copies on the new table take the other name (_t_bi): pass --carry-triggers", dbconn.MySQL},
-		{"MariaDB", "ADD COLUMN x INT", true, nil, "table t has triggers (t_bi); sluice carries triggers on MySQL only", dbconn.MariaDB},
+		{"not accepted", "ADD COLUMN x INT", false, nil, "table t has triggers (t_bi), which the swap would leave on the old table; a trigger's name is unique in its database, so their copies on the new table take the other name (_t_bi): pass --carry-triggers"},
 		{"name taken", "ADD COLUMN x INT", true, []string{"CREATE TRIGGER _t_bi AFTER INSERT ON u FOR EACH ROW INSERT INTO audit VALUES (NEW.id)"},
-			"trigger t_bi of t is copied to the new table as _t_bi, a name trigger _t_bi of table u has", dbconn.MySQL},
-		{"column used", "DROP COLUMN w", true, []string{"DROP TRIGGER IF EXISTS _t_bi"}, "trigger t_bi of t cannot be created on the new table (Error 1054", dbconn.MySQL},
+			"trigger t_bi of t is copied to the new table as _t_bi, a name trigger _t_bi of table u has"},
+		{"column used", "DROP COLUMN w", true, []string{"DROP TRIGGER IF EXISTS _t_bi"}, "trigger t_bi of t cannot be created on the new table (Error 1054"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if db.Flavor != c.on {
-				t.Skipf("%s's refusal", c.on)
-			}
 			db.MustExec(t, c.setup...)
 			cfg := config(t, db, "t", c.alter)
 			cfg.CarryTriggers = c.carry

@@ -255,5 +255,5 @@ func mib(n int64) string {
 
 // carryTriggersFlag is --carry-triggers, for migrate and plan.
 func carryTriggersFlag(c *cobra.Command, f *migrateFlags) {
-	c.Flags().BoolVar(&f.carryTriggers, "carry-triggers", false, "give the new table copies of the table's triggers, made under the cut-over's lock right before the swap, under the other name (_name, or name for _name): a trigger's name is unique in its database (MySQL)")
+	c.Flags().BoolVar(&f.carryTriggers, "carry-triggers", false, "give the new table copies of the table's triggers, made under the cut-over's lock right before the swap, under the other name (_name, or name for _name): a trigger's name is unique in its database")
 }

@@ -169,7 +169,7 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 	}
 	if p.Path == PathCopy {
 		p.RowKey = RowKeyNote(t, a)
-		p.Triggers = TriggersNote(t, o.CarryTriggers, srv.MariaDB)
+		p.Triggers = TriggersNote(t, o.CarryTriggers)
 		p.ForeignKeys = ForeignKeysNote(t)
 		var sum int64
 		for _, b := range secondaryEntries(t) {

@@ -17,15 +17,12 @@ const maxName = 64
 // (schema.Toggled), which the operator must accept with --carry-triggers.
 // Keeping the names would need the originals dropped first, and a run that
 // died between the drop and the RENAME would leave the table without them.
-func TriggerRefusal(table string, names []string, carry, mariadb bool) string {
+func TriggerRefusal(table string, names []string, carry bool) string {
 	if len(names) == 0 {
 		return ""
 	}
 	list := strings.Join(names, ", ")
-	switch {
-	case mariadb:
-		return fmt.Sprintf("table %s has triggers (%s); sluice carries triggers on MySQL only: run the ALTER natively, or drop them first", table, list)
-	case !carry:
+	if !carry {
 		return fmt.Sprintf("table %s has triggers (%s), which the swap would leave on the old table; a trigger's name is unique in its database, so their copies on the new table take the other name (%s): pass --carry-triggers to accept that",
 			table, list, strings.Join(CarriedTriggerNames(names), ", "))
 	}
@@ -56,11 +53,11 @@ func CarriedTriggerNames(names []string) []string {
 
 // TriggersNote says what the copy path does with t's triggers ("" for a
 // table without any).
-func TriggersNote(t *schema.Table, carry, mariadb bool) string {
+func TriggersNote(t *schema.Table, carry bool) string {
 	if len(t.Triggers) == 0 {
 		return ""
 	}
-	if why := TriggerRefusal(t.Name, t.Triggers, carry, mariadb); why != "" {
+	if why := TriggerRefusal(t.Name, t.Triggers, carry); why != "" {
 		return "refused: " + why
 	}
 	var pairs []string

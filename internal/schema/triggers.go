@@ -115,24 +115,168 @@ func ReadBodies(ctx context.Context, conn *sql.Conn, database, table string, ts 
 }
 
 // SplitTriggerDefinition splits the statement SHOW CREATE TRIGGER shows for
-// t on table into the definer, as the server quotes it, and the body. The
-// server writes the statement's head itself:
+// t on table into the definer, as the server quotes it, and the body. MySQL
+// writes the statement's head itself:
 //
 //	CREATE DEFINER=`u`@`h` TRIGGER `name` BEFORE INSERT ON `table` FOR EACH ROW body
 //
-// A head of any other shape is an error rather than a guess.
+// MariaDB writes CREATE DEFINER=`u`@`h` and then the user's text from TRIGGER
+// on, as it was typed (qualified names, any case, comments), without its
+// FOLLOWS or PRECEDES. The head is read token by token, each checked against
+// what information_schema says of the trigger; anything else is an error
+// rather than a guess.
 func SplitTriggerDefinition(stmt []byte, t Trigger, table string) (definer, body []byte, err error) {
-	const lead = "CREATE DEFINER="
-	mid := " TRIGGER " + dbconn.QuoteIdent(t.Name) + " " + t.Timing + " " + t.Event + " ON " + dbconn.QuoteIdent(table) + " FOR EACH ROW "
-	i := bytes.Index(stmt, []byte(mid))
-	if !bytes.HasPrefix(stmt, []byte(lead)) || i < 0 {
-		return nil, nil, fmt.Errorf("trigger %s: its definition does not begin as sluice expects (%q): %.120q", t.Name, lead+"..."+mid, stmt)
+	sc := &headScanner{b: stmt, ansi: strings.Contains(t.SQLMode, "ANSI_QUOTES")}
+	fail := func(what string) error {
+		return fmt.Errorf("trigger %s: its definition does not read as sluice expects (%s): %.120q", t.Name, what, stmt)
 	}
-	definer, body = stmt[len(lead):i], stmt[i+len(mid):]
-	if unquoteAccount(string(definer)) != t.Definer || len(bytes.TrimSpace(body)) == 0 {
-		return nil, nil, fmt.Errorf("trigger %s: its definition names definer %s, information_schema %s", t.Name, definer, t.Definer)
+	if !sc.word("CREATE") {
+		return nil, nil, fail("CREATE")
+	}
+	if sc.word("OR") && !sc.word("REPLACE") {
+		return nil, nil, fail("OR REPLACE")
+	}
+	if !sc.word("DEFINER") || !sc.punct('=') {
+		return nil, nil, fail("DEFINER=")
+	}
+	sc.space()
+	from := sc.pos
+	if _, ok := sc.ident(); !ok || !sc.punct('@') {
+		return nil, nil, fail("the definer")
+	}
+	if _, ok := sc.ident(); !ok {
+		return nil, nil, fail("the definer's host")
+	}
+	definer = bytes.TrimSpace(stmt[from:sc.pos])
+	if unquoteAccount(string(definer)) != t.Definer {
+		return nil, nil, fail("definer " + t.Definer)
+	}
+	if !sc.word("TRIGGER") {
+		return nil, nil, fail("TRIGGER")
+	}
+	if sc.word("IF") && !(sc.word("NOT") && sc.word("EXISTS")) {
+		return nil, nil, fail("IF NOT EXISTS")
+	}
+	if name, ok := sc.qualified(); !ok || !strings.EqualFold(name, t.Name) {
+		return nil, nil, fail("the name " + t.Name)
+	}
+	if !sc.word(t.Timing) || !sc.word(t.Event) || !sc.word("ON") {
+		return nil, nil, fail(t.Timing + " " + t.Event + " ON")
+	}
+	if name, ok := sc.qualified(); !ok || !strings.EqualFold(name, table) {
+		return nil, nil, fail("the table " + table)
+	}
+	if !sc.word("FOR") || !sc.word("EACH") || !sc.word("ROW") {
+		return nil, nil, fail("FOR EACH ROW")
+	}
+	if sc.word("FOLLOWS") || sc.word("PRECEDES") {
+		if _, ok := sc.ident(); !ok {
+			return nil, nil, fail("FOLLOWS or PRECEDES")
+		}
+	}
+	sc.space()
+	body = stmt[sc.pos:]
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, nil, fail("a body")
 	}
 	return bytes.Clone(definer), bytes.Clone(body), nil
+}
+
+// headScanner reads the head of a CREATE TRIGGER statement.
+type headScanner struct {
+	b    []byte
+	pos  int
+	ansi bool // ANSI_QUOTES: "x" is an identifier
+}
+
+// space skips blanks and comments.
+func (s *headScanner) space() {
+	for s.pos < len(s.b) {
+		rest := s.b[s.pos:]
+		switch {
+		case rest[0] == ' ' || rest[0] == '\t' || rest[0] == '\n' || rest[0] == '\r' || rest[0] == '\f':
+			s.pos++
+		case bytes.HasPrefix(rest, []byte("/*")) && !bytes.HasPrefix(rest, []byte("/*!")) && !bytes.HasPrefix(rest, []byte("/*M!")):
+			end := bytes.Index(rest[2:], []byte("*/"))
+			if end < 0 {
+				return
+			}
+			s.pos += end + 4
+		case rest[0] == '#' || bytes.HasPrefix(rest, []byte("-- ")) || bytes.HasPrefix(rest, []byte("--\t")) || bytes.HasPrefix(rest, []byte("--\n")):
+			end := bytes.IndexByte(rest, '\n')
+			if end < 0 {
+				s.pos = len(s.b)
+				return
+			}
+			s.pos += end + 1
+		default:
+			return
+		}
+	}
+}
+
+func identByte(c byte) bool {
+	return c == '_' || c == '$' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
+}
+
+// word reads the keyword w (any case), not followed by an identifier byte.
+func (s *headScanner) word(w string) bool {
+	s.space()
+	end := s.pos + len(w)
+	if end > len(s.b) || !strings.EqualFold(string(s.b[s.pos:end]), w) || end < len(s.b) && identByte(s.b[end]) {
+		return false
+	}
+	s.pos = end
+	return true
+}
+
+func (s *headScanner) punct(c byte) bool {
+	s.space()
+	if s.pos < len(s.b) && s.b[s.pos] == c {
+		s.pos++
+		return true
+	}
+	return false
+}
+
+// ident reads an identifier, quoted (`x`, or "x" under ANSI_QUOTES, the
+// quote doubled inside) or not, and returns its name.
+func (s *headScanner) ident() (string, bool) {
+	s.space()
+	if s.pos >= len(s.b) {
+		return "", false
+	}
+	if q := s.b[s.pos]; q == '`' || q == '"' && s.ansi || q == '\'' {
+		var name []byte
+		for i := s.pos + 1; i < len(s.b); i++ {
+			switch {
+			case s.b[i] == q && i+1 < len(s.b) && s.b[i+1] == q:
+				name = append(name, q)
+				i++
+			case s.b[i] == q:
+				s.pos = i + 1
+				return string(name), true
+			default:
+				name = append(name, s.b[i])
+			}
+		}
+		return "", false
+	}
+	start := s.pos
+	for s.pos < len(s.b) && identByte(s.b[s.pos]) {
+		s.pos++
+	}
+	return string(s.b[start:s.pos]), s.pos > start
+}
+
+// qualified reads [schema.]name and returns name.
+func (s *headScanner) qualified() (string, bool) {
+	name, ok := s.ident()
+	if ok && s.pos < len(s.b) && s.b[s.pos] == '.' {
+		s.pos++
+		name, ok = s.ident()
+	}
+	return name, ok
 }
 
 // unquoteAccount turns `u`@`h` into u@h.

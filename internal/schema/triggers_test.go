@@ -35,3 +35,38 @@ func TestSplitTriggerDefinition(t *testing.T) {
 		}
 	}
 }
+
+// MariaDB's form: the user's text from TRIGGER on, in any case, with
+// comments, qualified names, IF NOT EXISTS, FOLLOWS, and quotes of either
+// kind; the body is what follows, byte for byte.
+func TestSplitTriggerDefinitionAsTyped(t *testing.T) {
+	tr := Trigger{Name: "Tr1", Timing: "AFTER", Event: "UPDATE", Definer: "root@localhost"}
+	body := "INSERT INTO audit VALUES ('x -- not a comment', NEW.id) -- a comment in the body"
+	for _, head := range []string{
+		"CREATE DEFINER=`root`@`localhost` trigger tr1 after update on t for each row ",
+		"CREATE DEFINER=`root`@`localhost` TRIGGER `db`.`tr1` AFTER UPDATE ON db.T FOR EACH ROW FOLLOWS `x` ",
+		"CREATE DEFINER=`root`@`localhost` trigger /* c */ IF NOT EXISTS tr1 -- line\n after\tupdate # hash\n on `t` for each row precedes y\n",
+		"CREATE OR REPLACE DEFINER=`root`@`localhost` TRIGGER \"tr1\" AFTER UPDATE ON \"t\" FOR EACH ROW ",
+	} {
+		tr.SQLMode = ""
+		if strings.Contains(head, `"`) {
+			tr.SQLMode = "ANSI_QUOTES"
+		}
+		definer, got, err := SplitTriggerDefinition([]byte(head+body), tr, "t")
+		if err != nil || string(got) != body || string(definer) != "`root`@`localhost`" {
+			t.Errorf("%q: definer %q body %q err %v", head, definer, got, err)
+		}
+	}
+	for _, head := range []string{
+		"CREATE DEFINER=`root`@`localhost` TRIGGER tr1x AFTER UPDATE ON t FOR EACH ROW ",
+		"CREATE DEFINER=`root`@`localhost` TRIGGER tr1 AFTER UPDATE ON tt FOR EACH ROW ",
+		"CREATE DEFINER=`root`@`localhost` TRIGGER tr1 AFTER UPDATEX ON t FOR EACH ROW ",
+		"CREATE DEFINER=`root`@`localhost` TRIGGER \"tr1\" AFTER UPDATE ON t FOR EACH ROW ",
+		"CREATE DEFINER=`root`@`localhost` TRIGGER tr1 AFTER UPDATE ON t FOR EACH ROWS ",
+	} {
+		tr.SQLMode = ""
+		if _, _, err := SplitTriggerDefinition([]byte(head+body), tr, "t"); err == nil {
+			t.Errorf("%q accepted", head)
+		}
+	}
+}
