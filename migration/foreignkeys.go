@@ -372,7 +372,7 @@ func (r *Runner) releaseOldChild(ctx context.Context, name string) error {
 // Waiting for such transactions to end first leaves a race of milliseconds.
 func (r *Runner) waitQuietParents(ctx context.Context) {
 	if len(r.related) == 0 {
-		return
+		return // neither foreign keys nor triggers connect other tables
 	}
 	tables := append([]string{r.orig.Name}, r.related...)
 	limit := time.Now().Add(r.cfg.LockWait)

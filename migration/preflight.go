@@ -329,6 +329,9 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 	if err := r.loadRelated(ctx); err != nil {
 		return err
 	}
+	if err := r.learnTriggerTables(ctx); err != nil {
+		return err
+	}
 	for _, k := range t.PrimaryKey {
 		if r.alter.Dropped[strings.ToLower(k)] {
 			return preflightErr("the ALTER drops column %s of the %s; sluice does not support that yet", k, rowKeyName(t))

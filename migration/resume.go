@@ -272,6 +272,9 @@ func (r *Runner) resumeShadow(ctx context.Context) error {
 	if err := r.dropShadowTriggers(ctx, nil); err != nil {
 		return err
 	}
+	if err := r.probeTriggers(ctx); err != nil {
+		return err
+	}
 	var err error
 	if r.shadow, err = schema.Load(ctx, r.db, r.cfg.Database, r.names.Shadow); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,6 +57,12 @@ func (r *Runner) readTriggers(ctx context.Context, conn *sql.Conn) ([]schema.Tri
 	trs, err := schema.LoadTriggers(ctx, r.db, r.cfg.Database, r.orig.Name)
 	if err != nil || len(trs) == 0 {
 		return trs, err
+	}
+	for _, t := range trs {
+		if !schema.HeadWritable(t, schema.Toggled(t.Name), r.cfg.Database, r.names.Shadow) {
+			return nil, preflightErr("trigger %s of %s was created with character_set_client %s, and its definer, its name or the table's has characters outside ASCII, which its copy cannot be written with in that character set; create it again under utf8mb4 first",
+				t.Name, r.orig.Name, t.CharsetClient)
+		}
 	}
 	if conn == nil {
 		if conn, err = r.db.Conn(ctx); err != nil {
@@ -131,6 +138,9 @@ func (r *Runner) probeTriggers(ctx context.Context) error {
 	for _, t := range trs {
 		err := r.createTriggerCopy(ctx, conn, t)
 		if err == nil {
+			err = r.checkCopies(ctx, []schema.Trigger{t}, false)
+		}
+		if err == nil {
 			err = r.dropShadowTriggers(ctx, conn)
 		}
 		if err != nil {
@@ -175,8 +185,38 @@ func (r *Runner) carryTriggers(ctx context.Context, lock *sql.Conn) error {
 			return fmt.Errorf("copy trigger %s to the new table: %w", t.Name, err)
 		}
 	}
+	if err := r.checkCopies(ctx, trs, true); err != nil {
+		return err
+	}
 	r.log.Info("triggers copied to the new table", "copies", strings.Join(plan.CarriedTriggerNames(schema.TriggerNames(trs)), ", "))
 	failpoint("triggers-copied")
+	return nil
+}
+
+// checkCopies checks that the shadow's triggers are the copies of trs, as
+// the server stored them: names, definers, timing, event, and with order
+// (trs are all of them) their order.
+func (r *Runner) checkCopies(ctx context.Context, trs []schema.Trigger, order bool) error {
+	on, err := schema.LoadTriggers(ctx, r.db, r.cfg.Database, r.names.Shadow)
+	if err != nil {
+		return err
+	}
+	line := func(name string, t schema.Trigger) string {
+		if !order {
+			t.Order = 1
+		}
+		return fmt.Sprintf("%s %s %s %s %d", name, t.Definer, t.Timing, t.Event, t.Order)
+	}
+	var got, want []string
+	for _, t := range trs {
+		want = append(want, line(schema.Toggled(t.Name), t))
+	}
+	for _, t := range on {
+		got = append(got, line(t.Name, t))
+	}
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("the copies of the triggers on %s are not what sluice made: %q, want %q", r.names.Shadow, got, want)
+	}
 	return nil
 }
 
@@ -223,8 +263,13 @@ func (r *Runner) dropShadowTriggers(ctx context.Context, conn *sql.Conn) error {
 }
 
 // triggersOff drops the copies after a cut-over attempt that failed before
-// the RENAME, on lock, or on a connection of the pool once lock is gone. An
-// error it returns is no longer one to retry on: the apply stays held.
+// the RENAME, on lock (on MariaDB, on a connection of the pool). Not after a
+// lost connection: its last statement (a CREATE TRIGGER, the RENAME, the
+// procedure) may still run in the server, and a DROP sent meanwhile could
+// land after it, on the live table or in the middle of the procedure. An
+// error it returns is no longer one to retry on: the apply stays held, the
+// run stops, and the next run drops the copies before it writes (or finds
+// the swap done).
 func (r *Runner) triggersOff(ctx context.Context, lock *sql.Conn, cause error) error {
 	if !r.shadowTriggers.Load() {
 		return cause
@@ -232,13 +277,81 @@ func (r *Runner) triggersOff(ctx context.Context, lock *sql.Conn, cause error) e
 	if !r.renameUnderLock() {
 		lock = nil // MariaDB: the shadow is not among lock's tables
 	}
-	err := r.dropShadowTriggers(ctx, lock)
-	if err != nil && lock != nil {
-		err = r.dropShadowTriggers(ctx, nil)
+	err := fmt.Errorf("the connection was lost")
+	if !dbconn.ConnectionLost(cause) {
+		err = r.dropShadowTriggers(ctx, lock)
 	}
 	if err != nil {
 		return fmt.Errorf("%s; the copies of the triggers could not be dropped from %s (%w): nothing is written to it, run the same command again",
 			cause, r.names.Shadow, err)
 	}
 	return cause
+}
+
+// learnTriggerTables adds to r.related the tables of the database the
+// original's triggers use: MySQL locks them along with the original for the
+// cut-over's LOCK TABLES ... WRITE (prelocking), so the guard and the wait
+// before the cut-over must watch them as they watch the tables foreign keys
+// connect (a transaction that holds one and then writes to the original
+// would otherwise be rolled back as a deadlock's victim). A statement of
+// each kind that changes no row takes their metadata locks in a transaction
+// rolled back at once; performance_schema lists them. MariaDB's cut-over
+// locks the original for READ, which fires no trigger.
+func (r *Runner) learnTriggerTables(ctx context.Context) error {
+	if len(r.orig.Triggers) == 0 || !r.renameUnderLock() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tx, err := r.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	k := dbconn.QuoteIdent(r.orig.PrimaryKey[0])
+	for _, q := range []string{
+		"DELETE FROM " + r.orig.Quoted() + " WHERE FALSE",
+		"UPDATE " + r.orig.Quoted() + " SET " + k + " = " + k + " WHERE FALSE",
+		"INSERT INTO " + r.orig.Quoted() + " (" + k + ") SELECT " + k + " FROM " + r.orig.Quoted() + " WHERE FALSE",
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			// The README's account may not UPDATE: those triggers' tables
+			// go unwatched (the warning says so).
+			r.log.Warn("could not find every table the triggers use: the cut-over locks them too, unwatched", "statement", q, "err", err)
+		}
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT m.OBJECT_SCHEMA, m.OBJECT_NAME FROM performance_schema.metadata_locks m
+		JOIN performance_schema.threads th ON th.THREAD_ID = m.OWNER_THREAD_ID
+		WHERE th.PROCESSLIST_ID = CONNECTION_ID() AND m.OBJECT_TYPE = 'TABLE' AND m.OBJECT_SCHEMA <> 'performance_schema'`)
+	if err != nil {
+		r.log.Warn("could not read which tables the triggers use: the cut-over locks them too, unwatched", "err", err)
+		return nil
+	}
+	defer rows.Close()
+	var same, other []string
+	for rows.Next() {
+		var db, name string
+		if err := rows.Scan(&db, &name); err != nil {
+			return err
+		}
+		switch {
+		case db == r.cfg.Database && sameName(name, r.orig.Name, r.vars):
+		case db == r.cfg.Database:
+			same = append(same, name)
+		default:
+			other = append(other, db+"."+name)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(same) > 0 {
+		r.related = r.distinct(append(r.related, same...)...)
+		slices.Sort(r.related)
+		r.log.Info("the cut-over also locks the tables the triggers use", "tables", strings.Join(same, ", "))
+	}
+	if len(other) > 0 {
+		r.log.Warn("the cut-over also locks tables of other databases the triggers use, which the lock guard does not watch", "tables", strings.Join(other, ", "))
+	}
+	return nil
 }

@@ -275,6 +275,7 @@ func TestTriggerRefusal(t *testing.T) {
 		{[]string{"A", "_a"}, "triggers A and _a of t"},
 		{[]string{long}, "trigger " + long + " of t: its copy's name"},
 		{[]string{"_" + long[1:]}, ""},
+		{[]string{strings.Repeat("\u00e9", 63)}, ""},
 		{[]string{"_"}, "trigger _ of t: its copy's name \"\" is not a valid name"},
 	} {
 		if got := TriggerRefusal("t", c.names, true); !strings.HasPrefix(got, c.want) || (c.want == "") != (got == "") {

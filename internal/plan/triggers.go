@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sluicedb/sluice/internal/schema"
 )
@@ -32,7 +33,7 @@ func TriggerRefusal(table string, names []string, carry bool) string {
 	}
 	for i, n := range CarriedTriggerNames(names) {
 		switch {
-		case n == "" || len(n) > maxName:
+		case n == "" || utf8.RuneCountInString(n) > maxName:
 			return fmt.Sprintf("trigger %s of %s: its copy's name %q is not a valid name; rename the trigger first", names[i], table, n)
 		case seen[strings.ToLower(n)] != "":
 			return fmt.Sprintf("triggers %s and %s of %s: the copy of the one takes the other's name; rename one first", names[i], seen[strings.ToLower(n)], table)

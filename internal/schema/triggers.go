@@ -302,3 +302,22 @@ func CreateTriggerSQL(t Trigger, name, table string) string {
 	return "CREATE DEFINER=" + string(t.DefinerClause) + " TRIGGER " + dbconn.QuoteIdent(name) + " " + t.Timing + " " + t.Event +
 		" ON " + table + " FOR EACH ROW " + string(t.Body)
 }
+
+// HeadWritable reports whether the head of t's copy, named name, on
+// database.table, can be sent in t's client character set: the body is in
+// that character set, the names sluice writes in the head in UTF-8 (and
+// MySQL's SHOW CREATE TRIGGER gives the whole head in UTF-8), so both agree
+// only where the head is ASCII or the character set is UTF-8.
+func HeadWritable(t Trigger, name, database, table string) bool {
+	if strings.HasPrefix(strings.ToLower(t.CharsetClient), "utf8") {
+		return true
+	}
+	for _, s := range []string{t.Definer, t.Name, name, database, table} {
+		for i := 0; i < len(s); i++ {
+			if s[i] >= 0x80 {
+				return false
+			}
+		}
+	}
+	return true
+}

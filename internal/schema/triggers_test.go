@@ -70,3 +70,26 @@ func TestSplitTriggerDefinitionAsTyped(t *testing.T) {
 		}
 	}
 }
+
+// A head outside ASCII can be written only in a UTF-8 client character set.
+func TestHeadWritable(t *testing.T) {
+	for _, c := range []struct {
+		charset, definer, name string
+		want                   bool
+	}{
+		{"latin1", "`root`@`%`", "_t_ai", true},
+		{"latin1", "`jos\u00e9`@`%`", "_t_ai", false},
+		{"latin1", "`root`@`%`", "_t_\u00e9", false},
+		{"utf8mb4", "`jos\u00e9`@`%`", "_t_\u00e9", true},
+		{"utf8mb3", "`jos\u00e9`@`%`", "_t_ai", true},
+		{"cp932", "`root`@`%`", "_t_ai", true},
+	} {
+		tr := Trigger{CharsetClient: c.charset, Definer: c.definer}
+		if got := HeadWritable(tr, c.name, "db", "_t_new"); got != c.want {
+			t.Errorf("%+v: %v", c, got)
+		}
+	}
+	if HeadWritable(Trigger{CharsetClient: "latin1"}, "x", "caf\u00e9", "_t_new") {
+		t.Error("a database name outside ASCII under latin1 passed")
+	}
+}
