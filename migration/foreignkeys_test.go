@@ -201,24 +201,8 @@ func migrateUnderWriters(t *testing.T, r *migration.Runner, seed uint64, writers
 // "table name parent update-rule delete-rule", sorted.
 func foreignKeysOfDB(t *testing.T, db *testdb.DB) []string {
 	t.Helper()
-	rows, err := db.Query(`SELECT CONCAT_WS(' ', TABLE_NAME, CONSTRAINT_NAME, REFERENCED_TABLE_NAME, UPDATE_RULE, DELETE_RULE)
-		FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = DATABASE() ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return column(t, db, `SELECT CONCAT_WS(' ', TABLE_NAME, CONSTRAINT_NAME, REFERENCED_TABLE_NAME, UPDATE_RULE, DELETE_RULE)
+		FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = DATABASE()`)
 }
 
 // TestForeignKeysOfAChildWithWriters migrates a table with three foreign

@@ -787,3 +787,26 @@ func swapEmails(db *sql.DB, a, b int) error {
 	}
 	return tx.Commit()
 }
+
+// column reads the one column query returns, sorted.
+func column(t *testing.T, db *testdb.DB, query string) []string {
+	t.Helper()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
