@@ -272,7 +272,8 @@ func TestTriggersCarriedWithWriters(t *testing.T) {
 	if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE extra <> 7").Scan(&extra); err != nil || extra != 0 {
 		t.Errorf("rows without the new column's default: %d (%v)", extra, err)
 	}
-	t.Logf("%d writes during the migration (%v), %d keys applied", during, ms[0].ops, res.KeysApplied)
+	t.Logf("%d writes during the migration (%v), %d keys applied; tables locked %s for the swap with %d trigger copies",
+		during, ms[0].ops, res.KeysApplied, res.CutoverLock, len(before))
 
 	// The next migration takes the names back.
 	cfg.Alter = "DROP COLUMN extra"
