@@ -80,9 +80,6 @@ func (r *Runner) readTriggers(ctx context.Context, conn *sql.Conn) ([]schema.Tri
 // database has, and triggers created under another default collation of the
 // database than today's (their copies would take today's).
 func (r *Runner) checkTriggerCopies(ctx context.Context, trs []schema.Trigger) error {
-	if why := plan.TriggerRefusal(r.orig.Name, schema.TriggerNames(trs), true); why != "" {
-		return preflightErr("%s", why)
-	}
 	var dbColl string
 	if err := r.db.QueryRowContext(ctx, "SELECT DEFAULT_COLLATION_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", r.cfg.Database).Scan(&dbColl); err != nil {
 		return fmt.Errorf("read the collation of %s: %w", r.cfg.Database, err)
@@ -179,7 +176,6 @@ func (r *Runner) carryTriggers(ctx context.Context, lock *sql.Conn) error {
 	if err != nil || len(trs) == 0 {
 		return err
 	}
-	r.shadowTriggers.Store(true)
 	for _, t := range trs {
 		if err := r.createTriggerCopy(ctx, lock, t); err != nil {
 			return fmt.Errorf("copy trigger %s to the new table: %w", t.Name, err)
