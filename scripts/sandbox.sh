@@ -63,6 +63,10 @@ PRIMARY_SOCK=/run/sluice-mysql/mysqld.sock   # inside the chroot
 # only ever sent to a mysql client on its standard input (never in argv).
 REPL_USER=sluice_repl
 REPL_PASSWORD=sluice-repl-sandbox
+# Binlogs are kept two hours (a test run's resumes need minutes of them) in
+# 256 MiB files, so that they rotate, and expire, often: the suite and the
+# benchmarks write gigabytes of binlog an hour, and a full disk hangs a server.
+BINLOG_KEEP_SECONDS=7200
 
 # profile NAME sets the server's settings. Profiles: "default" is the server of
 # the tests, demo and benchmarks; "alt" is a second mysqld from the same chroot
@@ -279,7 +283,8 @@ binlog_format=ROW
 binlog_row_image=FULL
 gtid_mode=ON
 enforce_gtid_consistency=ON
-binlog_expire_logs_seconds=86400
+binlog_expire_logs_seconds=$BINLOG_KEEP_SECONDS
+max_binlog_size=256M
 innodb_buffer_pool_size=$BUFFER_POOL
 innodb_redo_log_capacity=1G
 innodb_flush_log_at_trx_commit=1
@@ -312,7 +317,8 @@ log-bin=binlog
 binlog_format=ROW
 binlog_row_image=FULL
 gtid_strict_mode=ON
-binlog_expire_logs_seconds=86400
+binlog_expire_logs_seconds=$BINLOG_KEEP_SECONDS
+max_binlog_size=256M
 innodb_buffer_pool_size=$BUFFER_POOL
 innodb_log_file_size=512M
 innodb_flush_log_at_trx_commit=1
@@ -404,6 +410,19 @@ start_server() {
     sleep 1
   fi
   wait_ready || die "$NAME: $MYSQLD is not answering; see $CHROOT$DATADIR/error.log"
+  disk_room
+}
+
+# disk_room: binlogs older than the servers keep them are purged (a server
+# running since before the last test run has not rotated them away), then at
+# least 2 GiB must be free where the datadir is: a server whose disk is full
+# waits for room in every commit, and a test run would hang rather than fail.
+disk_room() {
+  mysql_root -e "PURGE BINARY LOGS BEFORE NOW() - INTERVAL $BINLOG_KEEP_SECONDS SECOND" 2>/dev/null || true
+  local free_kib
+  free_kib=$(df -Pk "$CHROOT$DATADIR" | awk 'NR == 2 {print $4}')
+  [ "${free_kib:-0}" -ge $((2 * 1024 * 1024)) ] \
+    || die "$NAME: only $((${free_kib:-0} / 1024)) MiB free on the disk of $CHROOT$DATADIR; a server waits for room in every commit, so tests would hang: free at least 2 GiB (scripts/sandbox.sh replicas reset frees the replicas' datadirs)"
 }
 
 # accounts: the sandbox's own accounts: root over TCP without a password
