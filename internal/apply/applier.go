@@ -49,6 +49,9 @@ type Applier struct {
 	applied atomic.Int64
 	deleteSQL,
 	insertSQL string
+	// collated is whether a key column is a character string, whose
+	// collation may equate keys that differ in bytes.
+	collated bool
 	// share and shareNowait are the locking clauses of the read of the
 	// original, in the server's dialect.
 	share, shareNowait string
@@ -72,6 +75,9 @@ func New(cfg Config, sched *Scheduler) (*Applier, error) {
 		insertSQL:   cfg.Mapping.CopySQL(),
 		share:       " FOR SHARE",
 		shareNowait: " FOR SHARE NOWAIT",
+	}
+	for _, c := range cfg.Key {
+		a.collated = a.collated || c.Collated()
 	}
 	if cfg.Flavor == dbconn.MariaDB {
 		a.share, a.shareNowait = " LOCK IN SHARE MODE", " LOCK IN SHARE MODE NOWAIT"
@@ -236,6 +242,7 @@ func (a *Applier) applyAll(ctx context.Context, db runner) error {
 
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // runner runs fn with an execer and commits, or runs it directly.
@@ -353,8 +360,19 @@ func (a *Applier) applyKeys(ctx context.Context, tx execer, keys []rowkey.Key, l
 			return fmt.Errorf("apply: delete %d keys: %w", len(part), err)
 		}
 	}
-	for i := 0; i < len(keys); i += a.cfg.BatchSize {
-		part := keys[i:min(i+a.cfg.BatchSize, len(keys))]
+	copies := keys
+	if len(keys) > a.cfg.BatchSize && a.collated {
+		// Keys that differ in bytes name one row where the collation equates
+		// them ('a', 'A', 'a  '); copied by two statements, the row would
+		// collide with itself. The statements copy the rows named by the
+		// original's own keys instead, each once.
+		var err error
+		if copies, err = a.storedKeys(ctx, tx, keys, lock); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < len(copies); i += a.cfg.BatchSize {
+		part := copies[i:min(i+a.cfg.BatchSize, len(copies))]
 		in, args := a.cfg.Key.InList(part)
 		if _, err := tx.ExecContext(ctx, a.insertSQL+in+lock, args...); err != nil {
 			if dbconn.ErrorNumber(err) == dbconn.ErrDupEntry {
@@ -367,4 +385,54 @@ func (a *Applier) applyKeys(ctx context.Context, tx execer, keys []rowkey.Key, l
 		}
 	}
 	return nil
+}
+
+// storedKeys reads, with lock, the keys as the original stores them of the
+// rows that keys name, each once: the original's primary key is unique under
+// its collation, so a stored key names its own row and no other. A row that
+// appears after the read is marked again by its own binlog event.
+func (a *Applier) storedKeys(ctx context.Context, tx execer, keys []rowkey.Key, lock string) ([]rowkey.Key, error) {
+	seen := make(map[string]bool, len(keys))
+	out := make([]rowkey.Key, 0, len(keys))
+	for i := 0; i < len(keys); i += a.cfg.BatchSize {
+		part := keys[i:min(i+a.cfg.BatchSize, len(keys))]
+		in, args := a.cfg.Key.InList(part)
+		rows, err := tx.QueryContext(ctx, "SELECT "+a.cfg.Key.SelectExprs()+" FROM "+a.cfg.Mapping.Source.Quoted()+
+			a.cfg.Mapping.Source.KeyHint()+" WHERE "+in+lock, args...)
+		if err != nil {
+			if lock == a.shareNowait && a.locked(err) {
+				return nil, err // unwrapped: applyNowait splits the batch
+			}
+			return nil, fmt.Errorf("apply: read %d keys: %w", len(part), err)
+		}
+		raw := make([][]byte, len(a.cfg.Key))
+		dest := make([]any, len(raw))
+		for j := range raw {
+			dest[j] = &raw[j]
+		}
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("apply: read keys: %w", err)
+			}
+			k, err := a.cfg.Key.FromScan(raw)
+			if err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("apply: read keys: %w", err)
+			}
+			if e := k.Encode(); !seen[e] {
+				seen[e] = true
+				out = append(out, k)
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			if lock == a.shareNowait && a.locked(err) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("apply: read keys: %w", err)
+		}
+	}
+	return out, nil
 }
