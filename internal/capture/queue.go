@@ -1,0 +1,141 @@
+// Package capture records the primary keys of changed rows with triggers, for
+// servers where sluice may not read the binlog (no REPLICATION privileges, the
+// binlog off). Three AFTER triggers on the original write each changed row's
+// key into a small queue table, inside the application's own transaction: a
+// key is in the queue exactly when its change committed. A Poller reads the
+// queue into the same apply as binlog capture (a binlog.Sink), and deletes a
+// queue row only once every key read before it was applied, so that the
+// queue is, at any moment, a superset of the changes not yet applied: a run
+// that dies loses nothing the queue held.
+//
+// The queue's sequence numbers are given out when a row is written, not when
+// its transaction commits: a later number may become visible first. The
+// Poller therefore never takes "every number above the last one read" as
+// proof that nothing lies below it; a full read of the queue (Drain, under the
+// cut-over's lock, where every change has committed) finds every row not yet
+// read.
+package capture
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/rowkey"
+	"github.com/sluicedb/sluice/internal/schema"
+)
+
+// Queue is the queue table of one original table and the triggers that fill
+// it.
+type Queue struct {
+	orig *schema.Table
+	key  rowkey.Cols
+	// Table is the queue table's name, in the original's database.
+	Table string
+	// Triggers are the names of the insert, update and delete triggers.
+	Triggers [3]string
+}
+
+// ErrKeyType is returned by New for a key sluice cannot record by trigger.
+var ErrKeyType = errors.New("capture: key column type not recorded by trigger")
+
+// New describes the queue of table orig, whose row key is key, named after
+// base (the names of the queue and its triggers: _base_chg, _base_chg_i,
+// _base_chg_u, _base_chg_d, within MySQL's 64 characters). A TIMESTAMP key
+// column is refused (ErrKeyType): a trigger would copy its value through the
+// application session's time zone, which may repeat an hour.
+func New(orig *schema.Table, key rowkey.Cols, base string) (*Queue, error) {
+	if orig == nil || len(key) == 0 {
+		return nil, errors.New("capture: a table and its key are required")
+	}
+	for _, c := range key {
+		if c.DataType == "timestamp" {
+			return nil, fmt.Errorf("%w: key column %s is a TIMESTAMP (a trigger copies it through the session's time zone)", ErrKeyType, c.Name)
+		}
+	}
+	const extra = len("__chg_i")
+	if r := []rune(base); len(r) > 64-extra {
+		base = string(r[:64-extra])
+	}
+	t := "_" + base + "_chg"
+	return &Queue{orig: orig, key: key, Table: t, Triggers: [3]string{t + "_i", t + "_u", t + "_d"}}, nil
+}
+
+// quoted returns the queue table's qualified name.
+func (q *Queue) quoted() string { return dbconn.QuoteTable(q.orig.Database, q.Table) }
+
+// CreateSQL returns the statements that create the queue table, then its
+// triggers. The table has a sequence number and the key columns with the
+// original's types, character sets and collations. An insert records the new
+// key, a delete the old one, an update the new one and, when the key's bytes
+// changed, the old one first.
+func (q *Queue) CreateSQL() []string {
+	cols := []string{"`seq` BIGINT UNSIGNED NOT NULL AUTO_INCREMENT"}
+	for _, c := range q.key {
+		def := dbconn.QuoteIdent(c.Name) + " " + c.ColumnType
+		if c.Charset != "" {
+			def += " CHARACTER SET " + c.Charset + " COLLATE " + dbconn.QuoteIdent(c.Collation)
+		}
+		cols = append(cols, def+" NOT NULL")
+	}
+	table := "CREATE TABLE " + q.quoted() + " (" + strings.Join(cols, ", ") + ", PRIMARY KEY (`seq`)) ENGINE=InnoDB"
+	on := " ON " + q.orig.Quoted() + " FOR EACH ROW "
+	trig := func(name, event string) string {
+		return "CREATE TRIGGER " + dbconn.QuoteTable(q.orig.Database, name) + " AFTER " + event + on
+	}
+	// The old key is recorded only when its bytes changed: an update that
+	// keeps the key (most of them) writes one queue row.
+	var same []string
+	for _, c := range q.key {
+		o, n := "OLD."+dbconn.QuoteIdent(c.Name), "NEW."+dbconn.QuoteIdent(c.Name)
+		if c.Charset != "" {
+			o, n = "CAST("+o+" AS BINARY)", "CAST("+n+" AS BINARY)"
+		}
+		same = append(same, o+" <=> "+n)
+	}
+	return []string{
+		table,
+		trig(q.Triggers[0], "INSERT") + q.insert("NEW"),
+		trig(q.Triggers[1], "UPDATE") + "BEGIN IF NOT (" + strings.Join(same, " AND ") + ") THEN " + q.insert("OLD") +
+			"; END IF; " + q.insert("NEW") + "; END",
+		trig(q.Triggers[2], "DELETE") + q.insert("OLD"),
+	}
+}
+
+// insert returns the statement that records the key of row (NEW or OLD).
+func (q *Queue) insert(row string) string {
+	var names, vals []string
+	for _, c := range q.key {
+		names = append(names, dbconn.QuoteIdent(c.Name))
+		vals = append(vals, row+"."+dbconn.QuoteIdent(c.Name))
+	}
+	return "INSERT INTO " + q.quoted() + " (" + strings.Join(names, ", ") + ") VALUES (" + strings.Join(vals, ", ") + ")"
+}
+
+// Create creates the queue table and its triggers. Changes committed before
+// the triggers exist are not recorded: the copy must start after Create
+// returns. On failure it drops what it made.
+func (q *Queue) Create(ctx context.Context, db *sql.DB) error {
+	for _, stmt := range q.CreateSQL() {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return errors.Join(fmt.Errorf("capture: %w", err), q.Drop(context.WithoutCancel(ctx), db))
+		}
+	}
+	return nil
+}
+
+// Drop drops the triggers, then the queue table, each if it exists.
+func (q *Queue) Drop(ctx context.Context, db *sql.DB) error {
+	for _, name := range q.Triggers {
+		if _, err := db.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+dbconn.QuoteTable(q.orig.Database, name)); err != nil {
+			return fmt.Errorf("capture: drop trigger %s: %w", name, err)
+		}
+	}
+	if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+q.quoted()); err != nil {
+		return fmt.Errorf("capture: drop %s: %w", q.Table, err)
+	}
+	return nil
+}
