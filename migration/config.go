@@ -125,6 +125,12 @@ type Config struct {
 	// name is unique in its database (triggers.go). Without it a table with
 	// triggers is refused there.
 	CarryTriggers bool
+	// Capture is where the copy path learns of the application's changes:
+	// "binlog" (the default) reads the binary log as a replica would;
+	// "triggers" has triggers on the original record the changed keys in a
+	// queue table (capture.go), for a server whose binlog sluice may not
+	// read.
+	Capture string
 	// ProgressInterval is how often progress is logged (default 5s).
 	ProgressInterval time.Duration
 	// Logger receives progress and phase messages (default: discarded).
@@ -137,6 +143,12 @@ type Config struct {
 
 // ErrConfig wraps every configuration error.
 var ErrConfig = errors.New("invalid configuration")
+
+// The ways to capture changes (Config.Capture).
+const (
+	CaptureBinlog   = "binlog"
+	CaptureTriggers = "triggers"
+)
 
 func (c *Config) validate() error {
 	if err := c.Conn.Validate(); err != nil {
@@ -166,6 +178,13 @@ func (c *Config) validate() error {
 	}
 	if c.ChecksumWorkers <= 0 {
 		c.ChecksumWorkers = 4
+	}
+	switch c.Capture {
+	case "":
+		c.Capture = CaptureBinlog
+	case CaptureBinlog, CaptureTriggers:
+	default:
+		return fmt.Errorf("%w: capture %q: use binlog or triggers", ErrConfig, c.Capture)
 	}
 	switch c.Method {
 	case "":

@@ -23,6 +23,9 @@ func (r *Runner) cutover(ctx context.Context) error {
 		// (foreignkeys.go, children.go, swapproc.go).
 		spec += ", " + dbconn.QuoteTable(r.cfg.Database, p) + " WRITE"
 	}
+	// The triggers' queue, which the drain reads on the locking connection
+	// (capture.go); MySQL locks it anyway for the triggers.
+	spec += r.queueLock("WRITE")
 	if !r.renameUnderLock() {
 		// Writes stop, the shadow stays free for the RENAME (sentry.go).
 		spec = r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, sentryName(r.orig.Name)) + " WRITE"

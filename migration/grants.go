@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sluicedb/sluice/internal/capture"
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/schema"
 )
@@ -37,6 +38,13 @@ type Grants struct {
 // table give. Privileges missing on some tables only are named with them:
 // "CREATE, DROP on _t_new, _t_old". "ALL PRIVILEGES" grants everything.
 func MissingPrivileges(g Grants, tables []string) []string {
+	return missingPrivileges(g, tables, requiredGlobal)
+}
+
+// missingPrivileges is MissingPrivileges with the global privileges needed
+// given: capture by triggers reads no binlog, but the server's list of
+// InnoDB tables, which needs PROCESS (capture.go).
+func missingPrivileges(g Grants, tables, global []string) []string {
 	has := func(list []string, p string) bool {
 		for _, x := range list {
 			if strings.EqualFold(x, p) || strings.EqualFold(x, "ALL PRIVILEGES") || strings.EqualFold(x, "ALL") {
@@ -46,7 +54,7 @@ func MissingPrivileges(g Grants, tables []string) []string {
 		return false
 	}
 	var missing []string
-	for _, p := range requiredGlobal {
+	for _, p := range global {
 		// MariaDB 10.5+ calls REPLICATION CLIENT BINLOG MONITOR (and
 		// takes the old name in a GRANT).
 		if !has(g.Global, p) && !(p == "REPLICATION CLIENT" && has(g.Global, "BINLOG MONITOR")) {
@@ -120,9 +128,13 @@ func (r *Runner) checkPrivileges(ctx context.Context) error {
 		}
 	}
 	r.grants = ParseGrants(lines, r.cfg.Database, fold)
-	if missing := MissingPrivileges(r.grants, tables); len(missing) > 0 {
-		return preflightErr("user %s lacks %s; GRANT them (replication ones ON *.*, LOCK TABLES and the others ON %s.*, or the others on each of %s)",
-			user, strings.Join(missing, "; "), dbconn.QuoteIdent(r.cfg.Database), strings.Join(tables, ", "))
+	global := requiredGlobal
+	if r.triggerCapture() {
+		global = []string{"PROCESS"}
+	}
+	if missing := missingPrivileges(r.grants, tables, global); len(missing) > 0 {
+		return preflightErr("user %s lacks %s; GRANT them (%s ON *.*, LOCK TABLES and the others ON %s.*, or the others on each of %s)",
+			user, strings.Join(missing, "; "), globalWord(global), dbconn.QuoteIdent(r.cfg.Database), strings.Join(tables, ", "))
 	}
 	return nil
 }
@@ -162,6 +174,10 @@ func MissingOn(g Grants, need map[string][]string) []string {
 func (r *Runner) tablesTouched() []string {
 	n := schema.NamesFor(r.cfg.Table)
 	ts := []string{r.cfg.Table, n.Shadow, n.Old, n.Postpone, n.Checkpoint, n.Heartbeat}
+	if r.triggerCapture() {
+		queue, _ := capture.Names(r.cfg.Table)
+		ts = append(ts, queue)
+	}
 	if r.vars.Flavor == dbconn.MariaDB {
 		ts = append(ts, sentryName(r.cfg.Table))
 	}
@@ -367,4 +383,12 @@ func likeMatch(pattern, s string) bool {
 	default:
 		return s != "" && s[0] == c && likeMatch(pattern[1:], s[1:])
 	}
+}
+
+// globalWord names the global privileges in the hint of a refusal.
+func globalWord(global []string) string {
+	if len(global) > 0 && global[0] == "PROCESS" {
+		return "PROCESS"
+	}
+	return "replication ones"
 }

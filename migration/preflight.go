@@ -267,7 +267,7 @@ func (r *Runner) makePlan(ctx context.Context) error {
 	r.plan = plan.Decide(r.orig, r.alter, facts.Server, plan.Options{
 		Replicas: r.cfg.Replicas || facts.Replicas > 0, MaxInplace: r.cfg.MaxInplace, CPUs: facts.CPUs,
 		DDLMemory: facts.DDLMemory(), LockWait: r.cfg.LockWait, CutoverLock: r.cfg.CutoverLockTimeout, CopyThreads: r.cfg.CopyWorkers,
-		CarryTriggers: r.cfg.CarryTriggers,
+		CarryTriggers: r.cfg.CarryTriggers, CaptureTriggers: r.triggerCapture(),
 	})
 	if u := plan.Unapproved(r.plan.Risks, r.cfg.Approve); len(u) > 0 {
 		var what []string
@@ -299,12 +299,20 @@ func (r *Runner) makePlan(ctx context.Context) error {
 // copyPreflight checks what only the copy path needs: the binlog, a primary
 // key it can range over, and no foreign keys, triggers or leftovers.
 func (r *Runner) copyPreflight(ctx context.Context) error {
-	// Read once the privileges are known to be there (REPLICATION CLIENT).
 	var err error
-	if r.vars.BinlogDoDB, r.vars.BinlogIgnoreDB, err = binlog.Filters(ctx, r.db); err != nil {
-		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	if !r.triggerCapture() {
+		// Read once the privileges are known to be there (REPLICATION CLIENT).
+		if r.vars.BinlogDoDB, r.vars.BinlogIgnoreDB, err = binlog.Filters(ctx, r.db); err != nil {
+			return fmt.Errorf("%w: %w", ErrPreflight, err)
+		}
+		if err := CheckServer(r.vars); err != nil {
+			return err
+		}
 	}
-	if err := CheckServer(r.vars); err != nil {
+	if err := r.dropLeftoverCapture(ctx); err != nil { // capture.go
+		return err
+	}
+	if err := r.captureRefusal(); err != nil {
 		return err
 	}
 	t := r.orig
@@ -373,6 +381,9 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
 	if err := r.checkCharNoPadKey(ctx, t.PKColumns()); err != nil {
+		return err
+	}
+	if err := r.checkTriggerCapture(ctx); err != nil { // capture.go
 		return err
 	}
 	exists := func(name string) (bool, error) {
@@ -604,8 +615,12 @@ func (r *Runner) recheckOriginal(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read %s again: %w", r.orig.Name, err)
 	}
+	trs := now.Triggers
+	if r.queue != nil {
+		trs = slicesWithout(trs, r.queue.Triggers[:]) // sluice's own (capture.go)
+	}
 	same := len(now.Columns) == len(r.orig.Columns) && sameKey(now.PrimaryKey, r.orig.PrimaryKey) &&
-		slices.Equal(now.Triggers, r.orig.Triggers) && fmt.Sprint(now.ForeignKeys, now.Children) == fmt.Sprint(r.orig.ForeignKeys, r.orig.Children) && len(now.Indexes) == len(r.orig.Indexes)
+		slices.Equal(trs, r.orig.Triggers) && fmt.Sprint(now.ForeignKeys, now.Children) == fmt.Sprint(r.orig.ForeignKeys, r.orig.Children) && len(now.Indexes) == len(r.orig.Indexes)
 	for i := 0; same && i < len(now.Columns); i++ {
 		a, b := now.Columns[i], r.orig.Columns[i]
 		same = a.Name == b.Name && a.ColumnType == b.ColumnType && a.Collation == b.Collation && a.Nullable == b.Nullable && a.Generated == b.Generated

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicedb/sluice/internal/apply"
 	"github.com/sluicedb/sluice/internal/binlog"
+	"github.com/sluicedb/sluice/internal/capture"
 	"github.com/sluicedb/sluice/internal/checksum"
 	"github.com/sluicedb/sluice/internal/chunk"
 	"github.com/sluicedb/sluice/internal/copier"
@@ -44,7 +45,16 @@ type Runner struct {
 	sched    *apply.Scheduler
 	tracker  *apply.Tracker // keys changed since the checksum (verify.go)
 	applier  *apply.Applier
-	streamer *binlog.Streamer
+	streamer *binlog.Streamer // nil with capture by triggers
+	// queue and poller capture changes by triggers (capture.go); queueMade
+	// and captureTriggers say what of them exists; tableID and origDef are
+	// the original's InnoDB id and definition when the triggers were made.
+	queue           *capture.Queue
+	poller          *capture.Poller
+	queueMade       bool
+	captureTriggers atomic.Bool
+	tableID         uint64
+	origDef         string
 	// copier is set by the copy phase and read by the progress reporter.
 	copier   atomic.Pointer[copier.Copier]
 	throttle *throttle.Throttler
@@ -226,6 +236,11 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 		r.log.Warn("kept the new table and its checkpoint: run the same command again to resume, or with --restart to start over",
 			"shadow", r.names.Shadow, "checkpoint", r.names.Checkpoint)
 	default:
+		if r.queue != nil {
+			if err := r.dropCapture(cctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		for _, t := range []struct {
 			made       bool
 			name, what string
@@ -263,22 +278,17 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 	return errors.Join(errs...)
 }
 
-// startCapture reads the binlog position, then starts reading changes from it
-// and applying them (each once its row is copied), and watches both for
-// errors, which cancel the run.
+// startCapture starts capturing changes (from the binlog, or by triggers:
+// capture.go) and applying them, each once its row is copied, and watches
+// both for errors, which cancel the run.
 func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFunc) error {
-	pos, err := binlog.CurrentPosition(ctx, r.db)
-	if err != nil {
-		return err
-	}
-	if r.resume != nil {
-		pos = r.resume.position()
-	} else if err := r.waitPreparedXA(ctx); err != nil {
-		return err // before the copy: see xa.go
-	}
-	tlsConf, err := r.cfg.Conn.TLS()
-	if err != nil {
-		return err
+	// The binlog's position first: every change after it is read.
+	var pos binlog.Position
+	if !r.triggerCapture() {
+		var err error
+		if pos, err = r.binlogStart(ctx); err != nil {
+			return err
+		}
 	}
 	// Before the first change arrives: no key may reach the shadow before
 	// the copy has copied its row.
@@ -318,27 +328,15 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 		r.sched.Hold(true) // keys wait until the copy is done
 		r.copyHeld, r.uniqueInCopy = true, keptUnique
 	}
-	r.streamer, err = binlog.Start(ctx, binlog.Config{
-		Conn: r.cfg.Conn, TLS: tlsConf, Database: r.cfg.Database, Table: r.cfg.Table,
-		Columns: len(r.orig.Columns), Key: r.key, Sink: sinks{sched: r.sched, tracker: r.tracker}, FoldCase: r.vars.LowerCaseNames != 0,
-		CascadeParents: r.cascadeParents(), ChildrenFollow: r.renameUnderLock(), Flavor: r.vars.Flavor, Logger: r.log,
-	}, pos)
-	if err != nil {
-		return err
-	}
-	live.Store(r.streamer)
-	r.log.Info("reading changes from the binlog", "position", pos.String())
-	if r.resume == nil {
-		// The first checkpoint: everything to copy, every change from pos.
-		r.ckpt.File, r.ckpt.Pos, r.ckpt.Todo = pos.File, pos.Pos, []todoSpan{{}}
-		if err := r.saveCheckpoint(ctx, r.ckpt); err != nil {
+	if r.triggerCapture() {
+		if err := r.startTriggerCapture(ctx, cancel); err != nil {
 			return err
 		}
-	}
-	// A DDL from now on is seen in the binlog; one between preflight and
-	// here is not, so the table is read again.
-	if err := r.recheckOriginal(ctx); err != nil {
-		return err
+	} else {
+		if err := r.readBinlog(ctx, pos); err != nil {
+			return err
+		}
+		live.Store(r.streamer)
 	}
 	r.applier, err = apply.New(apply.Config{DB: r.db, Mapping: r.mapping, Key: r.key, Workers: r.cfg.ApplyWorkers, Flavor: r.vars.Flavor,
 		Settle: r.settleConflict}, r.sched)
@@ -365,6 +363,9 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				if r.streamer == nil {
+					return // the queue's poller stops the run itself (capture.go)
+				}
 				if err := r.streamer.Err(); err != nil && !r.settling() {
 					cancel(err)
 					return
@@ -387,8 +388,51 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 			cancel(err)
 		}
 	}()
-	go r.checkpointLoop(ctx)
+	if !r.triggerCapture() {
+		go r.checkpointLoop(ctx) // capture by triggers does not resume (capture.go)
+	}
 	return nil
+}
+
+// binlogStart returns the binlog position changes are read from: the
+// current end, or a resumed run's checkpoint.
+func (r *Runner) binlogStart(ctx context.Context) (binlog.Position, error) {
+	pos, err := binlog.CurrentPosition(ctx, r.db)
+	if err != nil {
+		return pos, err
+	}
+	if r.resume != nil {
+		return r.resume.position(), nil
+	}
+	return pos, r.waitPreparedXA(ctx) // before the copy: see xa.go
+}
+
+// readBinlog starts reading the binlog from pos and records the first
+// checkpoint.
+func (r *Runner) readBinlog(ctx context.Context, pos binlog.Position) error {
+	tlsConf, err := r.cfg.Conn.TLS()
+	if err != nil {
+		return err
+	}
+	r.streamer, err = binlog.Start(ctx, binlog.Config{
+		Conn: r.cfg.Conn, TLS: tlsConf, Database: r.cfg.Database, Table: r.cfg.Table,
+		Columns: len(r.orig.Columns), Key: r.key, Sink: sinks{sched: r.sched, tracker: r.tracker}, FoldCase: r.vars.LowerCaseNames != 0,
+		CascadeParents: r.cascadeParents(), ChildrenFollow: r.renameUnderLock(), Flavor: r.vars.Flavor, Logger: r.log,
+	}, pos)
+	if err != nil {
+		return err
+	}
+	r.log.Info("reading changes from the binlog", "position", pos.String())
+	if r.resume == nil {
+		// The first checkpoint: everything to copy, every change from pos.
+		r.ckpt.File, r.ckpt.Pos, r.ckpt.Todo = pos.File, pos.Pos, []todoSpan{{}}
+		if err := r.saveCheckpoint(ctx, r.ckpt); err != nil {
+			return err
+		}
+	}
+	// A DDL from now on is seen in the binlog; one between preflight and
+	// here is not, so the table is read again.
+	return r.recheckOriginal(ctx)
 }
 
 func (r *Runner) copyRows(ctx context.Context) error {
@@ -449,12 +493,18 @@ func (r *Runner) releaseCopyHold() {
 // waitBacklog waits until the binlog is read up to the current end and at
 // most limit keys wait to be applied.
 func (r *Runner) waitBacklog(ctx context.Context, limit int) error {
-	pos, err := binlog.CurrentPosition(ctx, r.db)
-	if err != nil {
-		return err
-	}
-	if err := r.streamer.WaitFor(ctx, pos); err != nil {
-		return err
+	if r.poller != nil {
+		if _, err := r.poller.Poll(ctx, r.db); err != nil {
+			return err
+		}
+	} else {
+		pos, err := binlog.CurrentPosition(ctx, r.db)
+		if err != nil {
+			return err
+		}
+		if err := r.streamer.WaitFor(ctx, pos); err != nil {
+			return err
+		}
 	}
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
@@ -492,6 +542,12 @@ func (r *Runner) pauseApply(ctx context.Context) error {
 // applies every pending key on that connection. Past maxWait it gives up with
 // mdl.ErrRetry so the lock is released.
 func (r *Runner) drainLocked(ctx context.Context, conn *sql.Conn, maxWait time.Duration) error {
+	if r.poller != nil {
+		if err := r.drainQueue(ctx, conn); err != nil {
+			return err
+		}
+		return r.applyLocked(ctx, conn)
+	}
 	pos, err := binlog.CurrentPosition(ctx, conn)
 	if err != nil {
 		return err
@@ -504,6 +560,12 @@ func (r *Runner) drainLocked(ctx context.Context, conn *sql.Conn, maxWait time.D
 		}
 		return err
 	}
+	return r.applyLocked(ctx, conn)
+}
+
+// applyLocked applies every pending key on conn, which holds locks that stop
+// all writes to the original.
+func (r *Runner) applyLocked(ctx context.Context, conn *sql.Conn) error {
 	if err := r.applier.ApplyLocked(ctx, conn); err != nil {
 		if errors.Is(err, apply.ErrDuplicate) {
 			return fmt.Errorf("%w: %w", errCollision, err)
@@ -533,7 +595,7 @@ func (r *Runner) settleConflict(ctx context.Context) error {
 // the shadow keeps that state until the caller releases it.
 func (r *Runner) drainUnderReadLock(ctx context.Context, what string, keepHeld bool, then func(ctx context.Context) error) error {
 	settled := false
-	spec := r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " WRITE"
+	spec := r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " WRITE" + r.queueLock("READ")
 	release := func() {
 		if !(keepHeld && settled) {
 			r.sched.Hold(false)
@@ -698,7 +760,8 @@ func (r *Runner) reportProgress(ctx context.Context) {
 				attrs = append(attrs, "eta", eta.Round(time.Second))
 			}
 		}
-		attrs = append(attrs, "backlog", r.sched.Backlog(), "applied", r.applier.Applied(), "binlog_lag", r.streamer.Lag())
+		attrs = append(attrs, "backlog", r.sched.Backlog(), "applied", r.applier.Applied())
+		attrs = append(attrs, r.queueProgress()...)
 		attrs = append(attrs, r.lagProgress()...)
 		if why := r.throttle.Reason(); why != "" && r.Phase() == "copy" {
 			attrs = append(attrs, "paused", why)

@@ -54,7 +54,7 @@ func (r *Runner) checkTriggers(ctx context.Context) error {
 // readTriggers reads the original's triggers with their bodies, on conn
 // (nil: a connection of the pool).
 func (r *Runner) readTriggers(ctx context.Context, conn *sql.Conn) ([]schema.Trigger, error) {
-	trs, err := schema.LoadTriggers(ctx, r.db, r.cfg.Database, r.orig.Name)
+	trs, err := r.ownTriggers(ctx)
 	if err != nil || len(trs) == 0 {
 		return trs, err
 	}
@@ -157,7 +157,7 @@ func (r *Runner) probeTriggers(ctx context.Context) error {
 // RENAME would take one to the old table.
 func (r *Runner) carryTriggers(ctx context.Context, lock *sql.Conn) error {
 	if !r.cfg.CarryTriggers {
-		trs, err := schema.LoadTriggers(ctx, r.db, r.cfg.Database, r.orig.Name)
+		trs, err := r.ownTriggers(ctx)
 		if err == nil && len(trs) > 0 {
 			err = fmt.Errorf("trigger %s was created on %s during the migration, and the swap would leave it on the old table; run the same command again with --carry-triggers",
 				trs[0].Name, r.orig.Name)
@@ -350,4 +350,14 @@ func (r *Runner) learnTriggerTables(ctx context.Context) error {
 		r.log.Warn("the cut-over also locks tables of other databases the triggers use, which the lock guard does not watch", "tables", strings.Join(other, ", "))
 	}
 	return nil
+}
+
+// ownTriggers reads the original's triggers, but for sluice's own capture
+// triggers (capture.go).
+func (r *Runner) ownTriggers(ctx context.Context) ([]schema.Trigger, error) {
+	trs, err := schema.LoadTriggers(ctx, r.db, r.cfg.Database, r.orig.Name)
+	if err != nil || r.queue == nil {
+		return trs, err
+	}
+	return slices.DeleteFunc(trs, func(t schema.Trigger) bool { return slices.Contains(r.queue.Triggers[:], t.Name) }), nil
 }

@@ -25,6 +25,7 @@ type migrateFlags struct {
 	chunkTime, progress, cutoverLock        time.Duration
 	dropOld, quiet, keepIndexes, postpone   bool
 	carryTriggers                           bool
+	capture                                 string
 	deferIndexes                            bool
 	ddlThreads                              int
 	ddlBuffer                               int64
@@ -141,6 +142,7 @@ or the [client] section of --defaults-file; never from the command line.`,
 	fl.IntVar(&f.ddlThreads, "ddl-threads", 0, "innodb_ddl_threads and innodb_parallel_read_threads for index builds (default: the planner's, one per server CPU up to 8)")
 	fl.Int64Var(&f.ddlBuffer, "ddl-buffer-size", 0, "innodb_ddl_buffer_size in bytes for index builds (default: the planner's, sized to the sort within the free memory)")
 	carryTriggersFlag(c, &f)
+	captureFlag(c, &f)
 	fl.BoolVar(&f.dropOld, "drop-old", false, "drop the original table after the swap instead of keeping it as _<table>_old")
 	fl.DurationVar(&f.progress, "progress-interval", 5*time.Second, "how often to print progress")
 	fl.BoolVar(&f.quiet, "quiet", false, "print only errors and the final summary")
@@ -172,7 +174,7 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		CopyWorkers: f.copyWorkers, ApplyWorkers: f.applyWorkers, ChecksumWorkers: f.checkWorkers, ChunkTime: f.chunkTime,
 		PostponeCutover: f.postpone, CutoverLockTimeout: f.cutoverLock,
 		KeepIndexes: f.keepIndexes, DeferIndexes: f.deferIndexes, DDLThreads: f.ddlThreads, DDLBufferSize: f.ddlBuffer,
-		DropOld: f.dropOld, CarryTriggers: f.carryTriggers, ProgressInterval: f.progress, Logger: logger,
+		DropOld: f.dropOld, CarryTriggers: f.carryTriggers, Capture: f.capture, ProgressInterval: f.progress, Logger: logger,
 		Method: f.method, Approve: f.approve, Replicas: f.replicas, MaxInplace: f.maxInplace, LockWait: f.lockWait,
 		LockDeadline: f.lockDeadline, MaxQueued: f.maxQueued, KillAfter: kill, KillMaxRows: f.killMaxRows,
 		MaxLoad: f.maxLoad, CriticalLoad: f.criticalLoad, ThrottleFlagFile: f.throttleFile, PanicFlagFile: f.panicFile,
@@ -256,4 +258,9 @@ func mib(n int64) string {
 // carryTriggersFlag is --carry-triggers, for migrate and plan.
 func carryTriggersFlag(c *cobra.Command, f *migrateFlags) {
 	c.Flags().BoolVar(&f.carryTriggers, "carry-triggers", false, "give the new table copies of the table's triggers, made under the cut-over's lock right before the swap, under the other name (_name, or name for _name): a trigger's name is unique in its database")
+}
+
+// captureFlag is --capture, for migrate and plan.
+func captureFlag(c *cobra.Command, f *migrateFlags) {
+	c.Flags().StringVar(&f.capture, "capture", "binlog", "how the copy path learns of the application's changes: binlog (read as a replica) or triggers (three triggers on the table record the changed keys in a queue table: for a server whose binlog sluice may not read; the application's writes pay for them)")
 }

@@ -32,6 +32,7 @@ of the rows concerned. It only reads.`,
 	}
 	connectionFlags(c, &f)
 	carryTriggersFlag(c, &f)
+	captureFlag(c, &f)
 	c.Flags().StringVar(&f.format, "format", "text", "text or json")
 	return c
 }
@@ -39,6 +40,9 @@ of the rows concerned. It only reads.`,
 func runPlan(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 	if c.Flags().Changed("password") {
 		return errPasswordFlag
+	}
+	if f.capture != "binlog" && f.capture != "triggers" {
+		return fmt.Errorf("--capture %q: use binlog or triggers", f.capture)
 	}
 	if f.format != "text" && f.format != "json" {
 		return fmt.Errorf("--format %q: use text or json", f.format)
@@ -70,7 +74,7 @@ func runPlan(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 	}
 	p, _, err := plan.Make(ctx, db, conn.Host, database, f.table, a, plan.Options{
 		Replicas: f.replicas, MaxInplace: f.maxInplace, LockWait: f.lockWait, CutoverLock: f.cutoverLock, CopyThreads: f.copyWorkers,
-		CarryTriggers: f.carryTriggers,
+		CarryTriggers: f.carryTriggers, CaptureTriggers: f.capture == "triggers",
 	})
 	if errors.Is(err, schema.ErrNotFound) {
 		return fmt.Errorf("table %s.%s does not exist; check --database and --table", database, f.table)

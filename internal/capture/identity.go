@@ -26,7 +26,7 @@ var ErrIdentityName = errors.New("capture: the table's InnoDB id is found only f
 // encoding: a name outside [A-Za-z0-9_] is refused (ErrIdentityName), as is
 // a table InnoDB does not list under its name (a partitioned one).
 func Identity(ctx context.Context, q dbconn.Querier, f dbconn.Flavor, database, table string) (uint64, error) {
-	if !plainName(database) || !plainName(table) {
+	if !PlainName(database) || !PlainName(table) {
 		return 0, fmt.Errorf("%w: %s.%s", ErrIdentityName, database, table)
 	}
 	list := "information_schema.INNODB_TABLES"
@@ -55,8 +55,9 @@ func Identity(ctx context.Context, q dbconn.Querier, f dbconn.Flavor, database, 
 	return ids[0], nil
 }
 
-// plainName reports whether InnoDB stores name as it is.
-func plainName(name string) bool {
+// PlainName reports whether InnoDB stores name as it is (ASCII letters,
+// digits and _), so that Identity can find it.
+func PlainName(name string) bool {
 	if name == "" {
 		return false
 	}

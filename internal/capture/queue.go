@@ -56,12 +56,21 @@ func New(orig *schema.Table, key rowkey.Cols, base string) (*Queue, error) {
 			return nil, fmt.Errorf("%w: key column %s is a TIMESTAMP (a trigger copies it through the session's time zone)", ErrKeyType, c.Name)
 		}
 	}
+	t, trs := Names(base)
+	return &Queue{orig: orig, key: key, Table: t, Triggers: trs}, nil
+}
+
+// Names returns the names of the queue of table base and of its insert,
+// update and delete triggers: _base_chg, _base_chg_i, _base_chg_u and
+// _base_chg_d, the table's part shortened to keep them within MySQL's 64
+// characters.
+func Names(base string) (table string, triggers [3]string) {
 	const extra = len("__chg_i")
 	if r := []rune(base); len(r) > 64-extra {
 		base = string(r[:64-extra])
 	}
 	t := "_" + base + "_chg"
-	return &Queue{orig: orig, key: key, Table: t, Triggers: [3]string{t + "_i", t + "_u", t + "_d"}}, nil
+	return t, [3]string{t + "_i", t + "_u", t + "_d"}
 }
 
 // quoted returns the queue table's qualified name.

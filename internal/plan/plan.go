@@ -46,6 +46,9 @@ type Options struct {
 	// CarryTriggers: the operator lets the copy path carry the table's
 	// triggers under other names (--carry-triggers, TriggerRefusal).
 	CarryTriggers bool
+	// CaptureTriggers: the copy path captures changes by triggers
+	// (--capture=triggers, CaptureNote).
+	CaptureTriggers bool
 }
 
 // DDL are the session settings of an InnoDB index build.
@@ -85,6 +88,9 @@ type Plan struct {
 	// ForeignKeys says, on the copy path of a table with foreign keys, what
 	// becomes of them (ForeignKeysNote).
 	ForeignKeys string `json:"foreign_keys,omitempty"`
+	// Capture says, on the copy path with --capture=triggers, how changes
+	// are captured (CaptureNote); "" for the binlog.
+	Capture string `json:"capture,omitempty"`
 	// LockGuardBlind says why the metadata-lock guard cannot see who holds
 	// the table on this server ("" when it can).
 	LockGuardBlind string `json:"lock_guard_blind,omitempty"`
@@ -171,6 +177,9 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 		p.RowKey = RowKeyNote(t, a)
 		p.Triggers = TriggersNote(t, o.CarryTriggers)
 		p.ForeignKeys = ForeignKeysNote(t)
+		if o.CaptureTriggers {
+			p.Capture = CaptureNote(t)
+		}
 		var sum int64
 		for _, b := range secondaryEntries(t) {
 			sum += b
@@ -191,10 +200,13 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 		secs := float64(rows)*(copyNsPerRow*2/float64(threads)+checkNsPerRow)/1e9 + BuildTime(rows, secondaryEntries(t), d).Seconds()
 		p.Estimate = Estimate{Seconds: secs, SpaceBytes: t.DataBytes*2 + t.IndexBytes, DDLMemory: d.Memory(),
 			Basis: fmt.Sprintf("%d rows copied, indexed and checksummed; space: a second copy of the table and its indexes, and the copy's rows in the binlog", rows)}
-		p.Settings = append([]Setting{
-			{"transaction_isolation", "READ-COMMITTED"}, {"time_zone", "+00:00"}, {"sql_mode", "strict, no zero dates"},
-			{"binlog_format", "ROW (checked)"}, {"binlog_row_image", "FULL (checked)"},
-		}, d.Settings()...)
+		p.Settings = []Setting{{"transaction_isolation", "READ-COMMITTED"}, {"time_zone", "+00:00"}, {"sql_mode", "strict, no zero dates"}}
+		if o.CaptureTriggers {
+			p.Why = strings.Replace(p.Why, "applies changes from the binlog", "applies the changes its triggers record", 1)
+		} else {
+			p.Settings = append(p.Settings, Setting{"binlog_format", "ROW (checked)"}, Setting{"binlog_row_image", "FULL (checked)"})
+		}
+		p.Settings = append(p.Settings, d.Settings()...)
 		p.Settings = append(p.Settings, Setting{"lock_wait_timeout", fmt.Sprint(int(math.Ceil(cut.Seconds()))) + " (table locks)"})
 	}
 	p.Risks = Risks(t, a)
@@ -366,6 +378,9 @@ func (p *Plan) Text() string {
 		fmt.Fprintf(&b, "rows:     the primary key changes, and sluice will refuse the copy: %s\n", why)
 	} else if p.RowKey != "" {
 		fmt.Fprintf(&b, "rows:     the primary key changes; the original's rows are found in the new table %s\n", p.RowKey)
+	}
+	if p.Capture != "" {
+		fmt.Fprintf(&b, "changes captured: %s\n", p.Capture)
 	}
 	if p.Triggers != "" {
 		fmt.Fprintf(&b, "triggers: %s\n", p.Triggers)

@@ -1,0 +1,194 @@
+package migration_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/capture"
+	"github.com/sluicedb/sluice/internal/rowkey"
+	"github.com/sluicedb/sluice/internal/schema"
+	"github.com/sluicedb/sluice/internal/testdb"
+	"github.com/sluicedb/sluice/migration"
+)
+
+// allTriggers lists the database's triggers as "table.name", sorted.
+func allTriggers(t *testing.T, db *testdb.DB) []string {
+	t.Helper()
+	return column(t, db, "SELECT CONCAT(EVENT_OBJECT_TABLE, '.', TRIGGER_NAME) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()")
+}
+
+// TestTriggerCaptureWithWriters migrates with --capture=triggers, as an
+// account without any replication privilege (PROCESS its only global one), while 8
+// writers insert, update and delete: the table ends equal to the replayed
+// model of the writes, and neither the queue nor a trigger is left.
+func TestTriggerCaptureWithWriters(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, `CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, k INT NOT NULL DEFAULT 0,
+		c CHAR(120) NOT NULL DEFAULT '', pad VARCHAR(60), KEY k_1 (k))`)
+	w := sysbenchWorkload()
+	const rows = 20000
+	db.MustExec(t, "CREATE TABLE model_ref LIKE t")
+	w.load(t, db, "model_ref", rows)
+
+	user := "tc_" + db.Name[len(db.Name)-8:]
+	db.MustExec(t, "CREATE USER '"+user+"'@'127.0.0.1' IDENTIFIED BY 'pw-tc1'",
+		"GRANT SELECT, INSERT, DELETE, CREATE, DROP, ALTER, LOCK TABLES, TRIGGER ON `"+db.Name+"`.* TO '"+user+"'@'127.0.0.1'",
+		"GRANT PROCESS ON *.* TO '"+user+"'@'127.0.0.1'")
+	t.Cleanup(func() { db.Exec("DROP USER '" + user + "'@'127.0.0.1'") })
+	// CREATE TRIGGER with the binlog on wants SUPER, or this.
+	var trust string
+	db.QueryRow("SELECT @@global.log_bin_trust_function_creators").Scan(&trust)
+	if trust != "1" {
+		db.MustExec(t, "SET GLOBAL log_bin_trust_function_creators = 1")
+		t.Cleanup(func() { db.Exec("SET GLOBAL log_bin_trust_function_creators = " + trust) })
+	}
+
+	stop := make(chan struct{})
+	wait := w.run(t, db, stop)
+	time.Sleep(100 * time.Millisecond)
+	cfg := config(t, db, "t", "MODIFY k BIGINT NOT NULL DEFAULT 0, ADD COLUMN x INT")
+	cfg.Capture = migration.CaptureTriggers
+	cfg.Conn.User, cfg.Conn.Password = user, "pw-tc1"
+	before := w.ops.Load()
+	res, err := mustRunner(t, cfg).Run(context.Background())
+	during := w.ops.Load() - before
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	wait()
+	if err != nil {
+		t.Fatalf("migration failed: %v", err)
+	}
+	if during < 50 || res.KeysApplied == 0 {
+		t.Fatalf("%d writes during the migration, %d keys applied: the test proves little", during, res.KeysApplied)
+	}
+	t.Logf("rows copied %d, writes during migration %d, keys applied %d, changed rows verified %d, lock %s",
+		res.RowsCopied, during, res.KeysApplied, res.ChangedRowsVerified, res.CutoverLock)
+	w.replay(t, db, "model_ref")
+	compare(t, db, "t", "model_ref", "id, k, c, pad", "id")
+	want := []string{"_t_old", "model_ref", "t"}
+	if tables := db.Tables(t); !slices.Equal(tables, want) {
+		t.Errorf("tables after the migration: %v, want %v", tables, want)
+	}
+	if trs := allTriggers(t, db); len(trs) > 0 {
+		t.Errorf("triggers left: %v", trs)
+	}
+}
+
+// TestTriggerCaptureSeesTruncateAndAlter: a TRUNCATE (which fires no
+// trigger) or an ALTER of the original just before the cut-over stops the
+// run before the swap; the original keeps what the application did to it
+// and no shadow, queue or trigger is left.
+func TestTriggerCaptureSeesTruncateAndAlter(t *testing.T) {
+	for _, tc := range []struct{ name, stmt, want string }{
+		{"truncate", "TRUNCATE TABLE t", "was truncated"},
+		{"alter", "ALTER TABLE t ADD COLUMN late INT", "was altered"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := tableT(t, 2000)
+			cfg := config(t, db, "t", "ADD COLUMN x INT")
+			cfg.Capture = migration.CaptureTriggers
+			cfg.OnPhase = func(phase string) {
+				if phase == "cut-over" {
+					db.MustExec(t, tc.stmt, "INSERT INTO t (id, v) VALUES (2001, 5)")
+				}
+			}
+			_, err := mustRunner(t, cfg).Run(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error saying the table %s", err, tc.want)
+			}
+			if tables := db.Tables(t); !slices.Equal(tables, []string{"t"}) {
+				t.Errorf("tables after the stop: %v", tables)
+			}
+			if trs := allTriggers(t, db); len(trs) > 0 {
+				t.Errorf("triggers left: %v", trs)
+			}
+			var n int
+			db.QueryRow("SELECT COUNT(*) FROM t").Scan(&n)
+			if want := map[string]int{"truncate": 1, "alter": 2001}[tc.name]; n != want {
+				t.Errorf("the original has %d rows, want %d", n, want)
+			}
+		})
+	}
+}
+
+// TestTriggerCaptureRefusals: what capture by triggers cannot see or record
+// is refused in one line, and nothing changes.
+func TestTriggerCaptureRefusals(t *testing.T) {
+	for _, tc := range []struct{ name, table, create, want string }{
+		{"own triggers", "t", "CREATE TABLE t (id INT PRIMARY KEY, v INT); CREATE TRIGGER t_ai AFTER INSERT ON t FOR EACH ROW SET @x = 1",
+			"has triggers (t_ai); --capture=triggers does not combine"},
+		{"foreign keys", "c", "CREATE TABLE p (id INT PRIMARY KEY); CREATE TABLE c (id INT PRIMARY KEY, p INT, FOREIGN KEY (p) REFERENCES p (id) ON DELETE CASCADE)",
+			"has foreign keys, whose cascades change rows without firing a trigger"},
+		{"timestamp key", "t", "CREATE TABLE t (at TIMESTAMP NOT NULL PRIMARY KEY, v INT)", "key column at is a TIMESTAMP"},
+		{"encoded name", "t-x", "CREATE TABLE `t-x` (id INT PRIMARY KEY, v INT)", "only for names of ASCII letters, digits and _"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := testdb.New(t)
+			for _, s := range strings.Split(tc.create, "; ") {
+				db.MustExec(t, s)
+			}
+			before := db.Tables(t)
+			trs := allTriggers(t, db)
+			cfg := config(t, db, tc.table, "ADD COLUMN x INT")
+			cfg.Capture = migration.CaptureTriggers
+			cfg.CarryTriggers = true
+			_, err := mustRunner(t, cfg).Run(context.Background())
+			if !errors.Is(err, migration.ErrPreflight) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("got %v, want one preflight line containing %q", err, tc.want)
+			}
+			if after := db.Tables(t); !slices.Equal(after, before) {
+				t.Errorf("tables %v, before %v", after, before)
+			}
+			if after := allTriggers(t, db); !slices.Equal(after, trs) {
+				t.Errorf("triggers %v, before %v", after, trs)
+			}
+		})
+	}
+}
+
+// TestLeftoverCaptureDropped: the queue and triggers of a run that died are
+// dropped by the next run of the table, which then migrates it (here from
+// the binlog), and no trigger of theirs is carried or left.
+func TestLeftoverCaptureDropped(t *testing.T) {
+	db := tableT(t, 500)
+	ctx := context.Background()
+	tbl, err := schema.Load(ctx, db.DB, db.Name, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := rowkey.NewCols(tbl.PKColumns())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := capture.New(tbl, key, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Create(ctx, db.DB); err != nil {
+		t.Fatal(err)
+	}
+	db.MustExec(t, "UPDATE t SET v = v + 1 WHERE id < 10")
+	if n := len(allTriggers(t, db)); n != 3 {
+		t.Fatalf("%d triggers made by hand, want 3", n)
+	}
+	cfg := config(t, db, "t", "ADD COLUMN x INT")
+	cfg.DropOld = true
+	res := migrate(t, cfg)
+	if trs := allTriggers(t, db); len(trs) > 0 {
+		t.Errorf("triggers left: %v", trs)
+	}
+	if tables := db.Tables(t); !slices.Equal(tables, []string{"t"}) {
+		t.Errorf("tables after the migration: %v", tables)
+	}
+	var sum int
+	db.QueryRow("SELECT SUM(v) FROM t").Scan(&sum)
+	if want := 500*501/2 + 9; sum != want {
+		t.Errorf("sum of v %d, want %d", sum, want)
+	}
+	t.Log(fmt.Sprintf("rows copied %d", res.RowsCopied))
+}
