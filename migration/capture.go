@@ -38,29 +38,56 @@ func (r *Runner) triggerCapture() bool { return r.cfg.Capture == CaptureTriggers
 // dropLeftoverCapture drops the capture triggers and queue an earlier run of
 // this table left behind (it died, or lost its connection), in either
 // capture mode: such triggers would otherwise go on firing, and be taken for
-// the table's own. Called in preflight with the table's run lock held.
+// the table's own. They may be on the original or, after a swap, on the old
+// table. A trigger of that name that does not write to the queue is not
+// sluice's: the run stops and names it. Called in preflight with the table's
+// run lock held, so that no live run owns them.
 func (r *Runner) dropLeftoverCapture(ctx context.Context) error {
 	table, names := capture.Names(r.orig.Name)
-	var found []string
-	for _, t := range r.orig.Triggers {
-		for _, n := range names {
-			if sameName(t, n, r.vars) {
-				found = append(found, t)
-			}
+	rows, err := r.db.QueryContext(ctx, `SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE, ACTION_STATEMENT FROM information_schema.TRIGGERS
+		WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME IN (?, ?, ?)`, r.cfg.Database, names[0], names[1], names[2])
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
+	type found struct{ name, on string }
+	var left []found
+	for rows.Next() {
+		var f found
+		var body string
+		if err := rows.Scan(&f.name, &f.on, &body); err != nil {
+			rows.Close()
+			return fmt.Errorf("%w: %w", ErrPreflight, err)
 		}
+		if !strings.Contains(body, dbconn.QuoteIdent(table)) {
+			rows.Close()
+			return preflightErr("trigger %s of %s has the name of sluice's change capture, but does not write to %s: rename it", f.name, f.on, table)
+		}
+		left = append(left, f)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
 	queue, err := r.tableExists(ctx, table)
-	if err != nil || (len(found) == 0 && !queue) {
+	if err != nil || (len(left) == 0 && !queue) {
 		return err
 	}
-	r.log.Warn("an earlier run's change-capture triggers and queue are left on the table; dropping them", "triggers", strings.Join(found, ", "), "queue", table)
-	if err := r.dropCaptureTriggers(ctx, found); err != nil {
-		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	r.log.Warn("an earlier run's change-capture triggers and queue are left; dropping them", "triggers", len(left), "queue", table)
+	for _, f := range left {
+		err := r.lockGuard(f.on).Run(ctx, "DROP TRIGGER "+f.name, func(ctx context.Context, conn *sql.Conn) error {
+			_, err := conn.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, f.name))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%w: drop the change-capture trigger %s of %s: %w", ErrPreflight, f.name, f.on, err)
+		}
+		if sameName(f.on, r.orig.Name, r.vars) {
+			r.orig.Triggers = slicesWithout(r.orig.Triggers, []string{f.name})
+		}
 	}
 	if err := r.dropGuarded(ctx, table); err != nil {
 		return fmt.Errorf("%w: drop %s: %w", ErrPreflight, table, err)
 	}
-	r.orig.Triggers = slicesWithout(r.orig.Triggers, found)
 	return nil
 }
 
@@ -107,6 +134,16 @@ func (r *Runner) checkTriggerCapture(ctx context.Context) error {
 // metadata-lock guard: CREATE TRIGGER waits for every transaction on the
 // table), records what the cut-over compares, and starts the poller.
 func (r *Runner) startTriggerCapture(ctx context.Context, cancel context.CancelCauseFunc) error {
+	// The checkpoint says so before anything is made: a run that dies is
+	// not resumed, and one that dies after its swap is known to be done.
+	r.ckptMu.Lock()
+	r.ckpt.Capture = CaptureTriggers
+	r.ckpt.Artifacts = append(r.ckpt.Artifacts, r.queue.Table)
+	err := r.saveCheckpoint(ctx, r.ckpt)
+	r.ckptMu.Unlock()
+	if err != nil {
+		return err
+	}
 	stmts := r.queue.CreateSQL()
 	if _, err := r.db.ExecContext(ctx, stmts[0]); err != nil {
 		return fmt.Errorf("create the change queue %s: %w", r.queue.Table, err)
@@ -126,9 +163,9 @@ func (r *Runner) startTriggerCapture(ctx context.Context, cancel context.CancelC
 			return fmt.Errorf("create the change-capture trigger %s: %w", name, err)
 		}
 	}
+	failpoint("capture-started")
 	// What the cut-over compares, read once every trigger exists: a change
 	// before it would have been seen when the copy read the rows.
-	var err error
 	if r.tableID, err = capture.Identity(ctx, r.db, r.vars.Flavor, r.orig.Database, r.orig.Name); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -191,4 +192,70 @@ func TestLeftoverCaptureDropped(t *testing.T) {
 		t.Errorf("sum of v %d, want %d", sum, want)
 	}
 	t.Log(fmt.Sprintf("rows copied %d", res.RowsCopied))
+}
+
+// TestDeathWithTriggerCapture kills runs by triggers, under writers, once
+// just after their triggers are made and once just after the RENAME: the
+// next run drops what the dead one left (triggers on the original or on the
+// old table, the queue), and the last one finds the migration done; the
+// table then equals the replayed writes, and no trigger or queue is left.
+func TestDeathWithTriggerCapture(t *testing.T) {
+	if os.Getenv("SLUICE_RESUME_CHILD") != "" {
+		t.Skip()
+	}
+	db := testdb.New(t)
+	db.MustExec(t, `CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, k INT NOT NULL DEFAULT 0,
+		c CHAR(120) NOT NULL DEFAULT '', pad VARCHAR(60), KEY k_1 (k))`)
+	w := sysbenchWorkload()
+	w.writers = 4
+	db.MustExec(t, "CREATE TABLE model_ref LIKE t")
+	w.load(t, db, "model_ref", 20000)
+	stop := make(chan struct{})
+	wait := w.run(t, db, stop)
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+			wait()
+		}
+	}()
+	job := childJob{DSN: os.Getenv(testdb.Env), Database: db.Name, Table: "t", Alter: "ADD COLUMN extra INT NOT NULL DEFAULT 7",
+		Every: time.Second, Capture: migration.CaptureTriggers}
+	for _, die := range []struct{ at, triggersOn string }{{"capture-started", "t"}, {"renamed", "_t_old"}} {
+		job.Die = die.at
+		c := startChild(t, job)
+		err := <-c.done
+		if code := c.cmd.ProcessState.ExitCode(); code != 9 {
+			t.Fatalf("the child did not die at %s (exit %d, %v):\n%s", die.at, code, err, c.out)
+		}
+		left := allTriggers(t, db)
+		if len(left) != 3 || !strings.HasPrefix(left[0], die.triggersOn+".") {
+			t.Fatalf("after a death at %s the triggers are %v, want the three capture triggers on %s", die.at, left, die.triggersOn)
+		}
+		time.Sleep(300 * time.Millisecond) // the application writes through the dead run's triggers
+	}
+	job.Die = ""
+	c := startChild(t, job)
+	if err := <-c.done; err != nil {
+		_, line := c.result(t)
+		t.Fatalf("the run after the deaths failed: %s\n%s", line, c.out)
+	}
+	if res, _ := c.result(t); !res.AlreadyDone {
+		t.Errorf("the last run did not find the migration done: %+v", res)
+	}
+	close(stop)
+	wait()
+	if trs := allTriggers(t, db); len(trs) > 0 {
+		t.Errorf("triggers left: %v", trs)
+	}
+	if tables := db.Tables(t); !slices.Equal(tables, []string{"model_ref", "t"}) {
+		t.Errorf("tables left: %v", tables)
+	}
+	w.replay(t, db, "model_ref")
+	compare(t, db, "t", "model_ref", "id, k, c, pad", "id")
+	var extra int
+	if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE extra <> 7").Scan(&extra); err != nil || extra != 0 {
+		t.Errorf("rows without the new column's default: %d (%v)", extra, err)
+	}
 }

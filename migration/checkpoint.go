@@ -65,8 +65,11 @@ type checkpoint struct {
 	// OldChild is the name the original takes at the swap when it has
 	// foreign keys: a run that dies before taking them off it leaves that
 	// to the next (foreignkeys.go).
-	OldChild string    `json:"old_child,omitempty"`
-	At       time.Time `json:"at"`
+	OldChild string `json:"old_child,omitempty"`
+	// Capture is "triggers" for a run that captures changes by triggers
+	// (capture.go): it records no position, and does not resume.
+	Capture string    `json:"capture,omitempty"`
+	At      time.Time `json:"at"`
 	// Run is the RunID of the run that wrote it: a statement of that run
 	// may still run on the server after sluice died (resume.go ends them).
 	Run string `json:"run"`
@@ -209,6 +212,10 @@ func hashDefinition(ddl string, stripIndexes bool) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// written reports whether the checkpoint was written: with its first
+// binlog position, or at once by a run that captures by triggers.
+func (cp *checkpoint) written() bool { return cp.File != "" || cp.Capture != "" }
+
 // position returns the checkpoint's binlog position.
 func (cp *checkpoint) position() binlog.Position {
 	return binlog.Position{File: cp.File, Pos: cp.Pos}
@@ -246,7 +253,7 @@ func (r *Runner) addArtifact(ctx context.Context, name string) error {
 		return nil
 	}
 	r.ckpt.Artifacts = append(r.ckpt.Artifacts, name)
-	if r.ckpt.File == "" {
+	if !r.ckpt.written() {
 		return nil // not written yet: the first write carries it
 	}
 	return r.saveCheckpoint(ctx, r.ckpt)

@@ -241,6 +241,9 @@ func (r *Runner) preflight(ctx context.Context) error {
 	if err := r.takeRunLock(ctx); err != nil {
 		return err
 	}
+	if err := r.dropLeftoverCapture(ctx); err != nil { // capture.go
+		return err
+	}
 	if err := r.previousRun(ctx); err != nil || r.res.AlreadyDone {
 		return err
 	}
@@ -309,10 +312,7 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.dropLeftoverCapture(ctx); err != nil { // capture.go
-		return err
-	}
-	if err := r.captureRefusal(); err != nil {
+	if err := r.captureRefusal(); err != nil { // capture.go
 		return err
 	}
 	t := r.orig

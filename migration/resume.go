@@ -138,6 +138,11 @@ func (r *Runner) previousRun(ctx context.Context) error {
 		}
 		return preflightErr("the checkpoint in %s has no shadow table %s to resume: %s", where, r.names.Shadow, restartHint)
 	}
+	if cp.Capture == CaptureTriggers {
+		// Its triggers and queue are gone already (dropLeftoverCapture).
+		r.log.Info("an earlier run captured changes by triggers, which does not resume; starting over", "shadow", r.names.Shadow)
+		return r.dropPrevious(ctx, cp)
+	}
 	if h, err := definitionHash(ctx, r.db, r.cfg.Database, r.cfg.Table, false); err != nil {
 		return err
 	} else if h != cp.Original {

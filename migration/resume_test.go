@@ -29,7 +29,8 @@ type childJob struct {
 	Table    string
 	Alter    string
 	Postpone bool
-	Carry    bool // --carry-triggers
+	Carry    bool   // --carry-triggers
+	Capture  string // --capture
 	Every    time.Duration
 	// Die names a point of the cut-over at which the child exits at once,
 	// as if killed there (failpoint).
@@ -52,7 +53,7 @@ func TestResumeChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := migration.Config{Conn: conn, Database: job.Database, Table: job.Table, Alter: job.Alter, Method: "copy",
-		Approve: allRisks, ChunkTime: 10 * time.Millisecond, CopyWorkers: 2, PostponeCutover: job.Postpone, CarryTriggers: job.Carry,
+		Approve: allRisks, ChunkTime: 10 * time.Millisecond, CopyWorkers: 2, PostponeCutover: job.Postpone, CarryTriggers: job.Carry, Capture: job.Capture,
 		CheckpointInterval: job.Every, DropOld: true, LockDeadline: 20 * time.Second,
 		OnPhase: func(name string) { fmt.Printf("\nPHASE %s\n", name) },
 		Logger:  slog.New(slog.NewTextHandler(os.Stdout, nil))}

@@ -110,7 +110,7 @@ func (r *Runner) recordSentry(ctx context.Context, name string) error {
 		return nil
 	}
 	r.ckpt.Sentry = name
-	if r.ckpt.File == "" {
+	if !r.ckpt.written() {
 		return nil
 	}
 	return r.saveCheckpoint(ctx, r.ckpt)
