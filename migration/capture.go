@@ -39,36 +39,25 @@ func (r *Runner) triggerCapture() bool { return r.cfg.Capture == CaptureTriggers
 // this table left behind (it died, or lost its connection), in either
 // capture mode: such triggers would otherwise go on firing, and be taken for
 // the table's own. They may be on the original or, after a swap, on the old
-// table. A trigger of that name that does not write to the queue is not
-// sluice's: the run stops and names it. Called in preflight with the table's
-// run lock held, so that no live run owns them.
+// table. Only a queue whose comment marks it as sluice's is dropped, and only
+// triggers of the capture's names that write to it (or to a queue that is
+// gone, which fail every write): a table of that name that is not sluice's
+// is left alone (and refused with --capture=triggers). Called in preflight
+// with the table's run lock held and the earlier run's statements ended
+// (resume.go), so that none of its CREATE TRIGGERs can land after it.
 func (r *Runner) dropLeftoverCapture(ctx context.Context) error {
 	table, names := capture.Names(r.orig.Name)
-	rows, err := r.db.QueryContext(ctx, `SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE, ACTION_STATEMENT FROM information_schema.TRIGGERS
-		WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME IN (?, ?, ?)`, r.cfg.Database, names[0], names[1], names[2])
-	if err != nil {
+	var comment sql.NullString
+	err := r.db.QueryRowContext(ctx, "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+		r.cfg.Database, table).Scan(&comment)
+	queue, ours := err == nil, err == nil && comment.String == capture.Comment(r.orig.Name)
+	switch {
+	case err != nil && !errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	case queue && !ours:
+		return nil // another's: the table's triggers are its own
 	}
-	type found struct{ name, on string }
-	var left []found
-	for rows.Next() {
-		var f found
-		var body string
-		if err := rows.Scan(&f.name, &f.on, &body); err != nil {
-			rows.Close()
-			return fmt.Errorf("%w: %w", ErrPreflight, err)
-		}
-		if !strings.Contains(body, dbconn.QuoteIdent(table)) {
-			rows.Close()
-			return preflightErr("trigger %s of %s has the name of sluice's change capture, but does not write to %s: rename it", f.name, f.on, table)
-		}
-		left = append(left, f)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrPreflight, err)
-	}
-	queue, err := r.tableExists(ctx, table)
+	left, err := r.captureTriggersIn(ctx, r.db, names, table)
 	if err != nil || (len(left) == 0 && !queue) {
 		return err
 	}
@@ -85,16 +74,48 @@ func (r *Runner) dropLeftoverCapture(ctx context.Context) error {
 			r.orig.Triggers = slicesWithout(r.orig.Triggers, []string{f.name})
 		}
 	}
-	if err := r.dropGuarded(ctx, table); err != nil {
-		return fmt.Errorf("%w: drop %s: %w", ErrPreflight, table, err)
+	if queue {
+		if err := r.dropGuarded(ctx, table); err != nil {
+			return fmt.Errorf("%w: drop %s: %w", ErrPreflight, table, err)
+		}
 	}
 	return nil
+}
+
+// captureTrigger is a trigger of one of the capture's names, and its table.
+type captureTrigger struct{ name, on string }
+
+// captureTriggersIn lists, on q, the triggers of the database named names;
+// one that does not write to the queue table is not sluice's, and refused.
+func (r *Runner) captureTriggersIn(ctx context.Context, q dbconn.Querier, names [3]string, queue string) ([]captureTrigger, error) {
+	rows, err := q.QueryContext(ctx, `SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE, ACTION_STATEMENT FROM information_schema.TRIGGERS
+		WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME IN (?, ?, ?) ORDER BY TRIGGER_NAME`, r.cfg.Database, names[0], names[1], names[2])
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
+	defer rows.Close()
+	var out []captureTrigger
+	for rows.Next() {
+		var f captureTrigger
+		var body string
+		if err := rows.Scan(&f.name, &f.on, &body); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrPreflight, err)
+		}
+		if !strings.Contains(body, dbconn.QuoteIdent(queue)) {
+			return nil, preflightErr("trigger %s of %s has the name of sluice's change capture, but does not write to %s: rename it", f.name, f.on, queue)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
+	return out, nil
 }
 
 // captureRefusal refuses, in preflight, the tables capture by triggers does
 // not handle yet: with triggers of their own, or foreign keys (whose cascades
 // fire no trigger).
-func (r *Runner) captureRefusal() error {
+func (r *Runner) captureRefusal(ctx context.Context) error {
 	switch {
 	case !r.triggerCapture():
 		return nil
@@ -104,7 +125,38 @@ func (r *Runner) captureRefusal() error {
 	if why := plan.CaptureRefusal(r.orig); why != "" {
 		return preflightErr("%s", why)
 	}
+	if why := r.appliedElsewhere(ctx); why != "" {
+		return preflightErr("%s; the changes it applies fire no trigger, so --capture=triggers cannot see them: run sluice with the binlog", why)
+	}
 	return nil
+}
+
+// appliedElsewhere says why some writes to this server come from a
+// replication applier ("" if none is seen): a replica's channel, a Group
+// Replication member, a Galera node. Best effort: what the account cannot
+// read is not seen.
+func (r *Runner) appliedElsewhere(ctx context.Context) string {
+	if r.vars.Replica {
+		return "the server is a replica"
+	}
+	var n int
+	if r.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM performance_schema.replication_group_members WHERE MEMBER_STATE = 'ONLINE'").Scan(&n) == nil && n > 0 {
+		return "the server is a Group Replication member"
+	}
+	var wsrep sql.NullString
+	if r.db.QueryRowContext(ctx, "SELECT @@global.wsrep_on").Scan(&wsrep) == nil && (wsrep.String == "1" || strings.EqualFold(wsrep.String, "ON")) {
+		return "the server is a Galera node"
+	}
+	if r.vars.Flavor == dbconn.MariaDB {
+		if rows, err := r.db.QueryContext(ctx, "SHOW ALL SLAVES STATUS"); err == nil {
+			replica := rows.Next()
+			rows.Close()
+			if replica {
+				return "the server is a replica"
+			}
+		}
+	}
+	return ""
 }
 
 // checkTriggerCapture refuses, in preflight, what capture by triggers cannot
@@ -127,6 +179,26 @@ func (r *Runner) checkTriggerCapture(ctx context.Context) error {
 		return preflightErr("table %s.%s already exists; drop it if it is stale", r.cfg.Database, q.Table)
 	}
 	r.queue = q
+	return nil
+}
+
+// probeCapture proves, on the empty shadow, that the account may create a
+// trigger (with the binlog on, the server wants SUPER or
+// log_bin_trust_function_creators=ON), so that a refusal comes before the
+// copy, in one line. The probe has a name of its own: one a death leaves on
+// the shadow goes with it.
+func (r *Runner) probeCapture(ctx context.Context) error {
+	if r.queue == nil {
+		return nil
+	}
+	probe := dbconn.QuoteTable(r.cfg.Database, r.queue.Table+"_p")
+	q := "CREATE TRIGGER " + probe + " AFTER INSERT ON " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " FOR EACH ROW SET @sluice_probe = 1"
+	if _, err := r.db.ExecContext(ctx, q); err != nil {
+		return preflightErr("the change-capture triggers cannot be created (%v): grant TRIGGER, and SUPER (or set log_bin_trust_function_creators=ON) while the binlog is on", err)
+	}
+	if _, err := r.db.ExecContext(ctx, "DROP TRIGGER "+probe); err != nil {
+		return fmt.Errorf("drop the probe trigger %s: %w", probe, err)
+	}
 	return nil
 }
 
@@ -164,6 +236,11 @@ func (r *Runner) startTriggerCapture(ctx context.Context, cancel context.CancelC
 		}
 	}
 	failpoint("capture-started")
+	// An XA transaction prepared before the triggers existed fired none, and
+	// the copy cannot see its rows: it must end before the copy (xa.go).
+	if err := r.waitPreparedXA(ctx); err != nil {
+		return err
+	}
 	// What the cut-over compares, read once every trigger exists: a change
 	// before it would have been seen when the copy read the rows.
 	if r.tableID, err = capture.Identity(ctx, r.db, r.vars.Flavor, r.orig.Database, r.orig.Name); err != nil {
@@ -195,6 +272,9 @@ func (r *Runner) pollQueue(ctx context.Context, cancel context.CancelCauseFunc) 
 		case <-t.C:
 		}
 		if _, err := r.poller.Poll(ctx, r.db); err != nil {
+			if dbconn.ErrorNumber(err) == dbconn.ErrLockWaitTimeout || dbconn.Retryable(err) {
+				continue // the queue was locked a while (a drain): read it again
+			}
 			if ctx.Err() == nil && !r.settling() {
 				cancel(err)
 			}
@@ -204,16 +284,22 @@ func (r *Runner) pollQueue(ctx context.Context, cancel context.CancelCauseFunc) 
 			continue
 		}
 		last = time.Now()
-		// The round first: every key marked before it is in the scheduler
-		// when Progress looks (as for a checkpoint).
-		since := r.poller.Round()
-		if p := r.sched.Progress(); p.HasSince && p.Since.Compare(since) < 0 {
-			since = p.Since
-		}
-		if _, err := r.poller.Forget(ctx, r.db, since); err != nil && ctx.Err() == nil {
+		if err := r.trimQueue(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("could not trim the change queue; trying again", "queue", r.queue.Table, "error", err)
 		}
 	}
+}
+
+// trimQueue deletes the queue rows whose keys are all applied.
+func (r *Runner) trimQueue(ctx context.Context) error {
+	// The round first: every key marked before it is in the scheduler when
+	// Progress looks (as for a checkpoint).
+	since := r.poller.Round()
+	if p := r.sched.Progress(); p.HasSince && p.Since.Compare(since) < 0 {
+		since = p.Since
+	}
+	_, err := r.poller.Forget(ctx, r.db, since)
+	return err
 }
 
 // drainQueue, on a connection that sees every change committed (writes to
@@ -232,7 +318,20 @@ func (r *Runner) drainQueue(ctx context.Context, conn *sql.Conn) error {
 	if err != nil {
 		return err
 	}
+	trs, err := r.captureTriggersIn(ctx, conn, r.queue.Triggers, r.queue.Table)
+	if err != nil {
+		return err
+	}
+	on := 0
+	for _, f := range trs {
+		if sameName(f.on, r.orig.Name, r.vars) {
+			on++
+		}
+	}
 	switch {
+	case on != len(r.queue.Triggers):
+		return fmt.Errorf("%w: %d of the %d change-capture triggers are on %s (one was dropped: writes since went unrecorded); run sluice again",
+			errOriginalChanged, on, len(r.queue.Triggers), r.orig.Name)
 	case id != r.tableID:
 		return fmt.Errorf("%w: %s was truncated, or dropped and made again, during the migration (no trigger fires for that); run sluice again", errOriginalChanged, r.orig.Name)
 	case def != r.origDef:

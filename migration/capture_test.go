@@ -81,13 +81,14 @@ func TestTriggerCaptureWithWriters(t *testing.T) {
 }
 
 // TestTriggerCaptureSeesTruncateAndAlter: a TRUNCATE (which fires no
-// trigger) or an ALTER of the original just before the cut-over stops the
-// run before the swap; the original keeps what the application did to it
+// trigger), an ALTER of the original, or a capture trigger dropped by
+// someone else, just before the cut-over, stops the run before the swap; the original keeps what the application did to it
 // and no shadow, queue or trigger is left.
 func TestTriggerCaptureSeesTruncateAndAlter(t *testing.T) {
 	for _, tc := range []struct{ name, stmt, want string }{
 		{"truncate", "TRUNCATE TABLE t", "was truncated"},
 		{"alter", "ALTER TABLE t ADD COLUMN late INT", "was altered"},
+		{"trigger dropped", "DROP TRIGGER _t_chg_u", "2 of the 3 change-capture triggers are on t"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := tableT(t, 2000)
@@ -110,7 +111,7 @@ func TestTriggerCaptureSeesTruncateAndAlter(t *testing.T) {
 			}
 			var n int
 			db.QueryRow("SELECT COUNT(*) FROM t").Scan(&n)
-			if want := map[string]int{"truncate": 1, "alter": 2001}[tc.name]; n != want {
+			if want := map[string]int{"truncate": 1, "alter": 2001, "trigger dropped": 2001}[tc.name]; n != want {
 				t.Errorf("the original has %d rows, want %d", n, want)
 			}
 		})
@@ -258,4 +259,32 @@ func TestDeathWithTriggerCapture(t *testing.T) {
 	if err := db.QueryRow("SELECT COUNT(*) FROM t WHERE extra <> 7").Scan(&extra); err != nil || extra != 0 {
 		t.Errorf("rows without the new column's default: %d (%v)", extra, err)
 	}
+}
+
+// TestQueueNameOfAnother: a table with the queue's name that sluice did not
+// make (no comment of sluice's), and a trigger of a capture name that writes
+// to it, are left alone by a run from the binlog, which carries that trigger
+// like any other; capture by triggers refuses the table in one line.
+func TestQueueNameOfAnother(t *testing.T) {
+	db := tableT(t, 200)
+	db.MustExec(t, "CREATE TABLE _t_chg (n INT AUTO_INCREMENT PRIMARY KEY, id INT)",
+		"CREATE TRIGGER _t_chg_i AFTER INSERT ON t FOR EACH ROW INSERT INTO _t_chg (id) VALUES (NEW.id)")
+	cfg := config(t, db, "t", "ADD COLUMN x INT")
+	cfg.Capture = migration.CaptureTriggers
+	cfg.CarryTriggers = true
+	_, err := mustRunner(t, cfg).Run(context.Background())
+	if !errors.Is(err, migration.ErrPreflight) || !strings.Contains(err.Error(), "has triggers (_t_chg_i)") {
+		t.Fatalf("capture by triggers: %v, want a refusal naming the table's own trigger", err)
+	}
+	cfg.Capture = ""
+	res := migrate(t, cfg)
+	if trs := allTriggers(t, db); !slices.Equal(trs, []string{"_t_old._t_chg_i", "t.t_chg_i"}) {
+		t.Errorf("triggers after the migration: %v, want the user's on the old table, and carried as t_chg_i", trs)
+	}
+	db.MustExec(t, "INSERT INTO t (id, v) VALUES (1000, 1)")
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM _t_chg WHERE id = 1000").Scan(&n); err != nil || n != 1 {
+		t.Errorf("the user's trigger wrote %d rows to the user's table (%v), want 1", n, err)
+	}
+	t.Logf("old table %s", res.OldTable)
 }

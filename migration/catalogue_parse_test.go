@@ -30,6 +30,7 @@ type catScenario struct {
 	PostponeCancel bool
 	KeepIndexes    bool
 	CarryTriggers  bool
+	Capture        string
 	Chunk          time.Duration
 	CopyWorkers    int
 	LockWait       time.Duration
@@ -239,6 +240,8 @@ func (s *catScenario) set(key, v string) error {
 		s.KeepIndexes, err = catYes(v)
 	case "carry-triggers":
 		s.CarryTriggers, err = catYes(v)
+	case "capture":
+		s.Capture = v
 	case "chunk":
 		s.Chunk, err = time.ParseDuration(v)
 	case "copy-workers":

@@ -127,7 +127,7 @@ func catRun(t *testing.T, sc *catScenario) {
 	cfg := migration.Config{
 		Conn: d.Server, Database: d.Name, Table: sc.Table, Alter: catExpand(sc.Alter, d), Method: sc.Method,
 		Approve: sc.Approve, ChunkTime: 20 * time.Millisecond, Logger: logger(t), ProgressInterval: time.Second,
-		CopyWorkers: sc.CopyWorkers, LockWait: sc.LockWait, LockDeadline: sc.LockDeadline, KeepIndexes: sc.KeepIndexes, CarryTriggers: sc.CarryTriggers,
+		CopyWorkers: sc.CopyWorkers, LockWait: sc.LockWait, LockDeadline: sc.LockDeadline, KeepIndexes: sc.KeepIndexes, CarryTriggers: sc.CarryTriggers, Capture: sc.Capture,
 		PostponeCutover: sc.Postpone > 0, KillAfter: sc.KillAfter,
 	}
 	if sc.Panic != "" {

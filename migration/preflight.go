@@ -241,9 +241,6 @@ func (r *Runner) preflight(ctx context.Context) error {
 	if err := r.takeRunLock(ctx); err != nil {
 		return err
 	}
-	if err := r.dropLeftoverCapture(ctx); err != nil { // capture.go
-		return err
-	}
 	if err := r.previousRun(ctx); err != nil || r.res.AlreadyDone {
 		return err
 	}
@@ -312,7 +309,7 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.captureRefusal(); err != nil { // capture.go
+	if err := r.captureRefusal(ctx); err != nil { // capture.go
 		return err
 	}
 	t := r.orig
@@ -467,6 +464,9 @@ func (r *Runner) createShadow(ctx context.Context) error {
 		return err
 	}
 	if err := r.checkChildKeys(ctx); err != nil {
+		return err
+	}
+	if err := r.probeCapture(ctx); err != nil { // capture.go
 		return err
 	}
 	if err := r.probeTriggers(ctx); err != nil {

@@ -90,6 +90,12 @@ func (r *Runner) previousRun(ctx context.Context) error {
 			return err
 		}
 	}
+	// Once the earlier run's statements have ended (a CREATE TRIGGER of its
+	// own could land after this otherwise), and before its queue goes with
+	// its other tables: capture.go.
+	if err := r.dropLeftoverCapture(ctx); err != nil {
+		return err
+	}
 	if !found {
 		return nil // no earlier run; copyPreflight refuses a stray shadow
 	}

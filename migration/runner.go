@@ -515,6 +515,10 @@ func (r *Runner) waitBacklog(ctx context.Context, limit int) error {
 		case <-t.C:
 		}
 	}
+	if r.poller != nil {
+		// Few rows left for the drain under the lock to read.
+		return r.trimQueue(ctx)
+	}
 	return nil
 }
 

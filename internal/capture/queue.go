@@ -18,7 +18,9 @@ package capture
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -67,11 +69,18 @@ func New(orig *schema.Table, key rowkey.Cols, base string) (*Queue, error) {
 func Names(base string) (table string, triggers [3]string) {
 	const extra = len("__chg_i")
 	if r := []rune(base); len(r) > 64-extra {
-		base = string(r[:64-extra])
+		// Two long names that share a prefix keep apart: a hash of the
+		// whole name ends the shortened one.
+		sum := sha256.Sum256([]byte(base))
+		base = string(r[:64-extra-9]) + "_" + hex.EncodeToString(sum[:4])
 	}
 	t := "_" + base + "_chg"
 	return t, [3]string{t + "_i", t + "_u", t + "_d"}
 }
+
+// Comment marks a queue table as sluice's, for table (so that a table of
+// the same name that is not is never dropped as a leftover).
+func Comment(table string) string { return "sluice change-capture queue of " + table }
 
 // quoted returns the queue table's qualified name.
 func (q *Queue) quoted() string { return dbconn.QuoteTable(q.orig.Database, q.Table) }
@@ -90,7 +99,8 @@ func (q *Queue) CreateSQL() []string {
 		}
 		cols = append(cols, def+" NOT NULL")
 	}
-	table := "CREATE TABLE " + q.quoted() + " (" + strings.Join(cols, ", ") + ", PRIMARY KEY (`seq`)) ENGINE=InnoDB"
+	table := "CREATE TABLE " + q.quoted() + " (" + strings.Join(cols, ", ") + ", PRIMARY KEY (`seq`)) ENGINE=InnoDB COMMENT='" +
+		strings.ReplaceAll(Comment(q.orig.Name), "'", "''") + "'"
 	on := " ON " + q.orig.Quoted() + " FOR EACH ROW "
 	trig := func(name, event string) string {
 		return "CREATE TRIGGER " + dbconn.QuoteTable(q.orig.Database, name) + " AFTER " + event + on
@@ -128,9 +138,20 @@ func (q *Queue) insert(row string) string {
 // the triggers exist are not recorded: the copy must start after Create
 // returns. On failure it drops what it made.
 func (q *Queue) Create(ctx context.Context, db *sql.DB) error {
-	for _, stmt := range q.CreateSQL() {
+	for i, stmt := range q.CreateSQL() {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return errors.Join(fmt.Errorf("capture: %w", err), q.Drop(context.WithoutCancel(ctx), db))
+			err = fmt.Errorf("capture: %w", err)
+			if i == 0 {
+				return err // a table of that name may be another's
+			}
+			// What this call made, triggers first.
+			for _, name := range q.Triggers[:i-1] {
+				if _, derr := db.ExecContext(context.WithoutCancel(ctx), "DROP TRIGGER "+dbconn.QuoteTable(q.orig.Database, name)); derr != nil {
+					return errors.Join(err, derr)
+				}
+			}
+			_, derr := db.ExecContext(context.WithoutCancel(ctx), "DROP TABLE "+q.quoted())
+			return errors.Join(err, derr)
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -317,3 +318,22 @@ func writeTx(db *sql.DB, r *rand.Rand, w int) ([]rowkey.Key, bool, error) {
 }
 
 var _ binlog.PresenceSink = (*sink)(nil)
+
+// TestNamesOfLongTables: names stay within 64 characters, and two long table
+// names that share their first 57 characters get names of their own.
+func TestNamesOfLongTables(t *testing.T) {
+	long := strings.Repeat("x", 60)
+	a, ta := Names(long + "a")
+	b, tb := Names(long + "b")
+	if a == b || ta == tb {
+		t.Fatalf("%s and %s collide", long+"a", long+"b")
+	}
+	for _, n := range append([]string{a, b}, append(ta[:], tb[:]...)...) {
+		if len([]rune(n)) > 64 {
+			t.Errorf("%s is %d characters", n, len([]rune(n)))
+		}
+	}
+	if q, trs := Names("orders"); q != "_orders_chg" || trs != [3]string{"_orders_chg_i", "_orders_chg_u", "_orders_chg_d"} {
+		t.Errorf("Names(orders) = %s %v", q, trs)
+	}
+}
