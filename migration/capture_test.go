@@ -29,8 +29,7 @@ func allTriggers(t *testing.T, db *testdb.DB) []string {
 // model of the writes, and neither the queue nor a trigger is left.
 func TestTriggerCaptureWithWriters(t *testing.T) {
 	db := testdb.New(t)
-	db.MustExec(t, `CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, k INT NOT NULL DEFAULT 0,
-		c CHAR(120) NOT NULL DEFAULT '', pad VARCHAR(60), KEY k_1 (k))`)
+	sysbenchTable(t, db)
 	w := sysbenchWorkload()
 	const rows = 20000
 	db.MustExec(t, "CREATE TABLE model_ref LIKE t")
@@ -205,8 +204,7 @@ func TestDeathWithTriggerCapture(t *testing.T) {
 		t.Skip()
 	}
 	db := testdb.New(t)
-	db.MustExec(t, `CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, k INT NOT NULL DEFAULT 0,
-		c CHAR(120) NOT NULL DEFAULT '', pad VARCHAR(60), KEY k_1 (k))`)
+	sysbenchTable(t, db)
 	w := sysbenchWorkload()
 	w.writers = 4
 	db.MustExec(t, "CREATE TABLE model_ref LIKE t")

@@ -61,6 +61,13 @@ func runWithWriters(t *testing.T, db *testdb.DB, w *workload, rows int64, alter,
 	return res
 }
 
+// sysbenchTable creates t as sysbenchWorkload writes it.
+func sysbenchTable(t *testing.T, db *testdb.DB) {
+	t.Helper()
+	db.MustExec(t, `CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, k INT NOT NULL DEFAULT 0,
+		c CHAR(120) NOT NULL DEFAULT '', pad VARCHAR(60), KEY k_1 (k))`)
+}
+
 // sysbenchWorkload is 8 writers on t (id BIGINT PRIMARY KEY, k INT, c
 // CHAR(120), pad VARCHAR(60), KEY (k)), a sysbench-like table.
 func sysbenchWorkload() *workload {
@@ -81,8 +88,7 @@ func sysbenchWorkload() *workload {
 
 func TestConcurrentWritersIntegerKey(t *testing.T) {
 	db := testdb.New(t)
-	db.MustExec(t, `CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, k INT NOT NULL DEFAULT 0,
-		c CHAR(120) NOT NULL DEFAULT '', pad VARCHAR(60), KEY k_1 (k))`)
+	sysbenchTable(t, db)
 	w := sysbenchWorkload()
 	res := runWithWriters(t, db, w, 40000, "MODIFY COLUMN k BIGINT NOT NULL DEFAULT 0, ADD COLUMN extra INT DEFAULT 7",
 		"id, k, c, pad", "id")

@@ -129,8 +129,7 @@ func TestKillAndResume(t *testing.T) {
 		t.Skip()
 	}
 	db := testdb.New(t)
-	db.MustExec(t, `CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, k INT NOT NULL DEFAULT 0,
-		c CHAR(120) NOT NULL DEFAULT '', pad VARCHAR(60), KEY k_1 (k))`)
+	sysbenchTable(t, db)
 	w := sysbenchWorkload()
 	const rows = 60000
 	db.MustExec(t, "CREATE TABLE model_ref LIKE t")
