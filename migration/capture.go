@@ -22,15 +22,17 @@ import (
 //   - a TRUNCATE fires no trigger, and an ALTER of the original by someone
 //     else is no row event: every drain under a lock compares the original's
 //     InnoDB id (which a TRUNCATE changes) and its definition with those the
-//     triggers were made on, and stops the run if they differ;
-//   - a foreign key's cascade fires no trigger: a table with foreign keys is
-//     refused;
+//     triggers were made on, checks that the three triggers are still on it,
+//     and stops the run if not;
+//   - a foreign key's cascade and a replication applier's writes fire no
+//     trigger: a table with foreign keys, and a server that a replication
+//     channel, Group Replication or Galera writes, are refused;
 //   - a run that dies leaves the triggers, which go on filling the queue:
 //     the next run of the same table drops them first (it holds the table's
 //     run lock, so no live run owns them).
 //
-// The run does not resume: its checkpoint records no progress, so the next
-// run starts over.
+// The run does not resume: its checkpoint records no position, so the next
+// run starts over, or finds the migration done if the swap had happened.
 
 // triggerCapture reports whether the run captures changes by triggers.
 func (r *Runner) triggerCapture() bool { return r.cfg.Capture == CaptureTriggers }
@@ -63,12 +65,8 @@ func (r *Runner) dropLeftoverCapture(ctx context.Context) error {
 	}
 	r.log.Warn("an earlier run's change-capture triggers and queue are left; dropping them", "triggers", len(left), "queue", table)
 	for _, f := range left {
-		err := r.lockGuard(f.on).Run(ctx, "DROP TRIGGER "+f.name, func(ctx context.Context, conn *sql.Conn) error {
-			_, err := conn.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, f.name))
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("%w: drop the change-capture trigger %s of %s: %w", ErrPreflight, f.name, f.on, err)
+		if err := r.dropTrigger(ctx, f.name, f.on); err != nil {
+			return fmt.Errorf("%w: %w", ErrPreflight, err)
 		}
 		if sameName(f.on, r.orig.Name, r.vars) {
 			r.orig.Triggers = slicesWithout(r.orig.Triggers, []string{f.name})
@@ -395,21 +393,30 @@ func (r *Runner) dropCapture(ctx context.Context) error {
 	return nil
 }
 
-// dropCaptureTriggers drops the triggers named, each through the guard
-// (DROP TRIGGER waits for every transaction on its table).
+// dropCaptureTriggers drops the triggers named, on the original, or on the
+// old table once the swap moved them there.
 func (r *Runner) dropCaptureTriggers(ctx context.Context, names []string) error {
 	on := r.orig.Name
 	if r.swapped.Load() {
 		on = r.names.Old
 	}
 	for _, n := range names {
-		err := r.lockGuard(on).Run(ctx, "DROP TRIGGER "+n, func(ctx context.Context, conn *sql.Conn) error {
-			_, err := conn.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, n))
+		if err := r.dropTrigger(ctx, n, on); err != nil {
 			return err
-		})
-		if err != nil {
-			return fmt.Errorf("drop the change-capture trigger %s: %w", n, err)
 		}
+	}
+	return nil
+}
+
+// dropTrigger drops trigger name of table on, if it exists, through the
+// guard (DROP TRIGGER waits for every transaction on its table).
+func (r *Runner) dropTrigger(ctx context.Context, name, on string) error {
+	err := r.lockGuard(on).Run(ctx, "DROP TRIGGER "+name, func(ctx context.Context, conn *sql.Conn) error {
+		_, err := conn.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+dbconn.QuoteTable(r.cfg.Database, name))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("drop the change-capture trigger %s of %s: %w", name, on, err)
 	}
 	return nil
 }
