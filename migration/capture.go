@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -431,15 +432,5 @@ func (r *Runner) queueProgress() []any {
 
 // slicesWithout returns the names of all that are not in drop.
 func slicesWithout(all, drop []string) []string {
-	var out []string
-	for _, a := range all {
-		keep := true
-		for _, d := range drop {
-			keep = keep && a != d
-		}
-		if keep {
-			out = append(out, a)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(all), func(a string) bool { return slices.Contains(drop, a) })
 }

@@ -209,16 +209,8 @@ func TestDeathWithTriggerCapture(t *testing.T) {
 	w.writers = 4
 	db.MustExec(t, "CREATE TABLE model_ref LIKE t")
 	w.load(t, db, "model_ref", 20000)
-	stop := make(chan struct{})
-	wait := w.run(t, db, stop)
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-			wait()
-		}
-	}()
+	stop := w.start(t, db)
+	defer stop()
 	job := childJob{DSN: os.Getenv(testdb.Env), Database: db.Name, Table: "t", Alter: "ADD COLUMN extra INT NOT NULL DEFAULT 7",
 		Every: time.Second, Capture: migration.CaptureTriggers}
 	for _, die := range []struct{ at, triggersOn string }{{"capture-started", "t"}, {"renamed", "_t_old"}} {
@@ -243,8 +235,7 @@ func TestDeathWithTriggerCapture(t *testing.T) {
 	if res, _ := c.result(t); !res.AlreadyDone {
 		t.Errorf("the last run did not find the migration done: %+v", res)
 	}
-	close(stop)
-	wait()
+	stop()
 	if trs := allTriggers(t, db); len(trs) > 0 {
 		t.Errorf("triggers left: %v", trs)
 	}

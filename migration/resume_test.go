@@ -141,16 +141,8 @@ func TestKillAndResume(t *testing.T) {
 	t.Logf("seed %d (SLUICE_RESUME_SEED)", seed)
 	rng := rand.New(rand.NewPCG(seed, 7))
 
-	stop := make(chan struct{})
-	wait := w.run(t, db, stop)
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-			wait()
-		}
-	}()
+	stop := w.start(t, db)
+	defer stop()
 	alters := []string{"ADD COLUMN extra INT NOT NULL DEFAULT 7", "DROP COLUMN extra"}
 	kills, resumed, migrations := 0, 0, 0
 	var recopies []float64 // rows copied again on resume, in checkpoint intervals of copying
@@ -245,8 +237,7 @@ func TestKillAndResume(t *testing.T) {
 		}
 		migrations++
 	}
-	close(stop)
-	wait()
+	stop()
 	w.replay(t, db, "model_ref")
 	compare(t, db, "t", "model_ref", "id, k, c, pad", "id")
 	t.Logf("%d migrations, %d kills, %d runs resumed; kills by phase %v; %d writes", migrations, kills, resumed, phasesHit, w.ops.Load())

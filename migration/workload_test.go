@@ -111,6 +111,16 @@ func (w *workload) load(t *testing.T, db *testdb.DB, ref string, n int64) {
 	}
 }
 
+// start starts the writers and returns what stops them and waits for them
+// (once, however often it is called: a deferred call after an explicit one
+// does nothing).
+func (w *workload) start(t *testing.T, db *testdb.DB) (stop func()) {
+	ch := make(chan struct{})
+	wait := w.run(t, db, ch)
+	var once sync.Once
+	return func() { once.Do(func() { close(ch); wait() }) }
+}
+
 // run starts the writers; they write until stop is closed. wait returns once
 // they have all stopped.
 func (w *workload) run(t *testing.T, db *testdb.DB, stop <-chan struct{}) (wait func()) {
