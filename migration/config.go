@@ -260,6 +260,7 @@ type Result struct {
 	// ChecksumWithIndex: the checksum ran beside the secondary-index build.
 	ChecksumWithIndex bool
 	OldTable          string // the original table's name after the swap ("" if dropped)
+	Swapped           bool   // the new table took the original's name
 	// ChangedRowsVerified counts the rows changed after the checksum that the
 	// final guard found equal in both tables (before or under the cut-over's
 	// lock); a row changed again is counted again.

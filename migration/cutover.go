@@ -3,10 +3,12 @@ package migration
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/mdl"
 	"github.com/sluicedb/sluice/internal/schema"
 	"github.com/sluicedb/sluice/internal/throttle"
 )
@@ -14,6 +16,13 @@ import (
 // cutover swaps the tables: under LOCK TABLES on both, it drains the last
 // changes and renames original -> old and shadow -> original, then unlocks.
 func (r *Runner) cutover(ctx context.Context) error {
+	if r.group != nil {
+		// One swap for the whole group, made by its last run to get here.
+		if err := r.group.arrive(ctx, r); err != nil {
+			return err
+		}
+		return r.afterSwap(ctx)
+	}
 	shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
 	spec := r.orig.Quoted() + " WRITE, " + shadowQ + " WRITE"
 	for _, p := range r.relatedTables() {
@@ -90,6 +99,11 @@ func (r *Runner) cutover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cut-over: %w", r.afterFailedCutover(ctx, err))
 	}
+	return r.afterSwap(ctx)
+}
+
+// afterSwap reports the swap and drops the old table if asked to.
+func (r *Runner) afterSwap(ctx context.Context) error {
 	r.log.Info("tables swapped", "lock_held", r.res.CutoverLock.Round(time.Millisecond), "drain", r.res.CutoverDrain.Round(time.Millisecond),
 		"verify", r.res.CutoverVerify.Round(time.Millisecond), "old_table", r.names.Old)
 	r.res.OldTable = r.names.Old
@@ -229,4 +243,45 @@ func (r *Runner) renamed(ctx context.Context) bool {
 		FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?, ?)`,
 		r.names.Old, r.names.Shadow, r.cfg.Database, r.names.Old, r.names.Shadow).Scan(&old, &shadow)
 	return err == nil && old == 1 && shadow == 0
+}
+
+// withTableLock runs fn on a connection holding "LOCK TABLES spec", taken
+// through the metadata-lock guard (bounded waits, pile-up watcher, blockers
+// named and killed by policy, retries to the deadline); before and after run
+// around every attempt. The tables are unlocked before it returns: by UNLOCK
+// TABLES, or by discarding the connection.
+func (r *Runner) withTableLock(ctx context.Context, what, spec string, before func(context.Context) error, after func(),
+	fn func(ctx context.Context, lock *sql.Conn) error) error {
+	return r.withLocks(ctx, what, append([]string{r.orig.Name, r.names.Shadow}, r.related...), spec, before, after, fn)
+}
+
+// withLocks is withTableLock with the guard watching tables (a group's
+// cut-over locks the tables of every run: group.go).
+func (r *Runner) withLocks(ctx context.Context, what string, tables []string, spec string, before func(context.Context) error, after func(),
+	fn func(ctx context.Context, lock *sql.Conn) error) error {
+	g := r.lockGuard(tables...)
+	g.Before, g.After = before, after
+	if r.cfg.CutoverLockTimeout > 0 {
+		g.Policy.Budget = r.cfg.CutoverLockTimeout
+	}
+	err := g.Run(ctx, what, func(ctx context.Context, lock *sql.Conn) (err error) {
+		r.lockAttempts.Add(1)
+		if _, err := lock.ExecContext(ctx, "LOCK TABLES "+spec); err != nil {
+			return err
+		}
+		defer func() {
+			// Unlock even if ctx is done; if that fails, the error makes the
+			// guard discard the connection, which releases the locks.
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if _, uerr := lock.ExecContext(uctx, "UNLOCK TABLES"); uerr != nil && err == nil {
+				err = fmt.Errorf("unlock tables: %w", uerr)
+			}
+		}()
+		return fn(ctx, lock)
+	})
+	if errors.Is(err, mdl.ErrDeadline) {
+		return fmt.Errorf("%w; the original table is unchanged", err)
+	}
+	return err
 }

@@ -374,12 +374,17 @@ func (r *Runner) waitQuietParents(ctx context.Context) {
 	if len(r.related) == 0 {
 		return // neither foreign keys nor triggers connect other tables
 	}
-	tables := append([]string{r.orig.Name}, r.related...)
+	r.waitQuiet(ctx, append([]string{r.orig.Name}, r.related...))
+}
+
+// waitQuiet waits, up to the lock budget, for a moment when no other session
+// is inside a transaction that holds a lock on one of tables.
+func (r *Runner) waitQuiet(ctx context.Context, tables []string) {
 	limit := time.Now().Add(r.cfg.LockWait)
 	for {
 		ss, err := mdl.Sessions(ctx, r.db, r.cfg.Database, tables, r.cfg.Conn.RunID)
 		if err != nil {
-			r.log.Warn("could not read who holds the parent tables before the cut-over", "err", err)
+			r.log.Warn("could not read who holds the tables before the cut-over", "err", err)
 			return
 		}
 		var open []string
@@ -392,7 +397,7 @@ func (r *Runner) waitQuietParents(ctx context.Context) {
 			return
 		}
 		if time.Now().After(limit) || ctx.Err() != nil {
-			r.log.Info("transactions still hold the table or its parents; the cut-over asks for its locks anyway", "sessions", strings.Join(open, "; "))
+			r.log.Info("transactions still hold the tables; the cut-over asks for its locks anyway", "sessions", strings.Join(open, "; "))
 			return
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -325,6 +325,9 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 	if err := foreignKeyRefusal(t, r.alter, r.vars, r.renameUnderLock()); err != nil {
 		return err
 	}
+	if err := r.groupRefusal(); err != nil { // group.go
+		return err
+	}
 	if err := r.checkTriggers(ctx); err != nil {
 		return err
 	}

@@ -98,7 +98,9 @@ type Runner struct {
 	// lockAttempts counts Result.LockAttempts: an apply worker settling a
 	// unique-key conflict takes a lock too (settleConflict).
 	lockAttempts atomic.Int64
-	res          Result
+	// group: the runs this one is swapped with (group.go); nil alone.
+	group *group
+	res   Result
 }
 
 // New validates cfg and returns a Runner. It does not touch the server.
@@ -137,6 +139,7 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 		}
 		r.res.Total = time.Since(start)
 		r.res.LockAttempts = int(r.lockAttempts.Load())
+		r.res.Swapped = r.swapped.Load()
 		res = r.res
 	}()
 
@@ -617,40 +620,6 @@ func (r *Runner) drainUnderReadLock(ctx context.Context, what string, keepHeld b
 		settled = true
 		return nil
 	})
-}
-
-// withTableLock runs fn on a connection holding "LOCK TABLES spec", taken
-// through the metadata-lock guard (bounded waits, pile-up watcher, blockers
-// named and killed by policy, retries to the deadline); before and after run
-// around every attempt. The tables are unlocked before it returns: by UNLOCK
-// TABLES, or by discarding the connection.
-func (r *Runner) withTableLock(ctx context.Context, what, spec string, before func(context.Context) error, after func(),
-	fn func(ctx context.Context, lock *sql.Conn) error) error {
-	g := r.lockGuard(append([]string{r.orig.Name, r.names.Shadow}, r.related...)...)
-	g.Before, g.After = before, after
-	if r.cfg.CutoverLockTimeout > 0 {
-		g.Policy.Budget = r.cfg.CutoverLockTimeout
-	}
-	err := g.Run(ctx, what, func(ctx context.Context, lock *sql.Conn) (err error) {
-		r.lockAttempts.Add(1)
-		if _, err := lock.ExecContext(ctx, "LOCK TABLES "+spec); err != nil {
-			return err
-		}
-		defer func() {
-			// Unlock even if ctx is done; if that fails, the error makes the
-			// guard discard the connection, which releases the locks.
-			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if _, uerr := lock.ExecContext(uctx, "UNLOCK TABLES"); uerr != nil && err == nil {
-				err = fmt.Errorf("unlock tables: %w", uerr)
-			}
-		}()
-		return fn(ctx, lock)
-	})
-	if errors.Is(err, mdl.ErrDeadline) {
-		return fmt.Errorf("%w; the original table is unchanged", err)
-	}
-	return err
 }
 
 // checksum drains every change under a brief read lock on the original,

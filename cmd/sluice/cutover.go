@@ -21,11 +21,15 @@ DROP TABLE of it does the same). The migration then takes its bounded table lock
 applies the last changes and renames. With --cancel, the migration stops
 instead, drops its new table and leaves the original as it was.
 
-It can run from any host that reaches the database.`,
+It can run from any host that reaches the database. Name every table of a
+group migrated together (--table repeated): the group swaps once all may.`,
 		Example: `  sluice cutover --host db1 --user dba --database shop --table orders
   sluice cutover --cancel --host db1 --user dba --database shop --table orders`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := f.pairs(false); err != nil {
+				return err
+			}
 			conn, database, err := tableConnection(c, f)
 			if err != nil {
 				return err
@@ -39,17 +43,19 @@ It can run from any host that reaches the database.`,
 			}
 			defer db.Close()
 			out := c.OutOrStdout()
-			if cancel {
-				if err := migration.CancelCutover(c.Context(), db, database, f.table); err != nil {
+			for _, table := range f.tables {
+				if cancel {
+					if err := migration.CancelCutover(c.Context(), db, database, table); err != nil {
+						return err
+					}
+					fmt.Fprintf(out, "sluice: asked the migration of %s.%s to cancel; it drops its new table and leaves the original unchanged\n", database, table)
+					continue
+				}
+				if err := migration.TriggerCutover(c.Context(), db, database, table); err != nil {
 					return err
 				}
-				fmt.Fprintf(out, "sluice: asked the migration of %s.%s to cancel; it drops its new table and leaves the original unchanged\n", database, f.table)
-				return nil
+				fmt.Fprintf(out, "sluice: the migration of %s.%s may cut over now; its own output says when the tables are swapped\n", database, table)
 			}
-			if err := migration.TriggerCutover(c.Context(), db, database, f.table); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "sluice: the migration of %s.%s may cut over now; its own output says when the tables are swapped\n", database, f.table)
 			return nil
 		},
 	}

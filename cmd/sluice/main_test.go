@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/testdb"
 )
 
@@ -69,6 +70,10 @@ func TestBadInputOneLineExitOne(t *testing.T) {
 	db := testdb.New(t)
 	db.MustExec(t, "CREATE TABLE ok (id INT PRIMARY KEY, v INT)", "CREATE TABLE nopk (v INT)",
 		"INSERT INTO ok VALUES (1, 1), (2, 2)")
+	groupRefused := "no primary key"
+	if db.Flavor == dbconn.MariaDB {
+		groupRefused = "MariaDB does not allow" // said first
+	}
 	cases := []struct {
 		name string
 		args []string
@@ -92,6 +97,9 @@ func TestBadInputOneLineExitOne(t *testing.T) {
 		{"bad --max-load", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--method", "copy", "--max-load", "Threads_running"), nil, `--max-load: "Threads_running" is not Name=N`},
 		{"unknown status variable", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--method", "copy", "--critical-load", "Threads_runing=50"), nil, "no global status variable Threads_runing"},
 		{"bad tls mode", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--tls", "maybe"), nil, `tls="maybe" is not one of`},
+		{"a group's table without its alter", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--table", "nopk"), nil, "give one --alter for each --table"},
+		{"a group names a table twice", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--table", "ok", "--alter", "ADD COLUMN y INT"), nil, "named twice"},
+		{"a group with a table it cannot copy", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--table", "nopk", "--alter", "ADD COLUMN x INT"), nil, groupRefused},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

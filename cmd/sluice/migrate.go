@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 type migrateFlags struct {
 	host, user, database, table, alter, dsn string
+	tables, alters                          []string // --table, --alter as given (table, alter: the first)
 	port                                    int
 	passwordFile, defaultsFile, tlsMode     string
 	tls                                     dbconn.TLSFiles
@@ -64,7 +66,7 @@ func killAfter(v string) (time.Duration, error) {
 func connectionFlags(c *cobra.Command, f *migrateFlags) {
 	serverFlags(c, f)
 	fl := c.Flags()
-	fl.StringVar(&f.alter, "alter", "", `the ALTER clause, e.g. "ADD COLUMN c INT" (a full ALTER TABLE statement is accepted too)`)
+	fl.StringArrayVar(&f.alters, "alter", nil, `the ALTER clause, e.g. "ADD COLUMN c INT" (a full ALTER TABLE statement is accepted too); one for each --table, in their order`)
 	fl.BoolVar(&f.replicas, "replicas", false, "replicas read this server's binlog (detected when connected; say so when they may be down): limits in-place builds to --max-inplace-seconds")
 	fl.DurationVar(&f.maxInplace, "max-inplace-seconds", 30*time.Second, "with replicas, the longest estimated in-place index build; longer ones take the copy path")
 	fl.DurationVar(&f.lockWait, "lock-wait", time.Second, "longest wait of each metadata-lock attempt (ALTER, LOCK TABLES at checksum and cut-over): no application query waits longer on sluice's request")
@@ -79,7 +81,7 @@ func serverFlags(c *cobra.Command, f *migrateFlags) {
 	fl.IntVar(&f.port, "port", 3306, "MySQL port")
 	fl.StringVar(&f.user, "user", "", "MySQL user (default: from --defaults-file, else the login name)")
 	fl.StringVar(&f.database, "database", "", "database of the table")
-	fl.StringVar(&f.table, "table", "", "table to change")
+	fl.StringArrayVar(&f.tables, "table", nil, "table to change (repeat --table and --alter to change several tables of the database, swapped together)")
 	fl.StringVar(&f.dsn, "dsn", "", "connection as user@tcp(host:port)/database instead of --host/--port/--user/--database (no password in it)")
 	fl.StringVar(&f.passwordFile, "password-file", "", "file whose first line is the password")
 	fl.StringVar(&f.defaultsFile, "defaults-file", "", "MySQL option file to read user, password, host and port from ([client] section)")
@@ -112,7 +114,12 @@ or the [client] section of --defaults-file; never from the command line.`,
 		Example: `  MYSQL_PWD=... sluice migrate --host db1 --user dba --database shop --table orders \
       --alter "ADD COLUMN note VARCHAR(64), ADD INDEX (created_at)"`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return runMigrate(c.Context(), c, f) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := f.pairs(true); err != nil {
+				return err
+			}
+			return runMigrate(c.Context(), c, f)
+		},
 	}
 	connectionFlags(c, &f)
 	fl := c.Flags()
@@ -169,7 +176,7 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 	if err != nil {
 		return err
 	}
-	r, err := migration.New(migration.Config{
+	cfg := migration.Config{
 		Conn: conn, Database: database, Table: f.table, Alter: f.alter,
 		CopyWorkers: f.copyWorkers, ApplyWorkers: f.applyWorkers, ChecksumWorkers: f.checkWorkers, ChunkTime: f.chunkTime,
 		PostponeCutover: f.postpone, CutoverLockTimeout: f.cutoverLock,
@@ -180,7 +187,11 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		MaxLoad: f.maxLoad, CriticalLoad: f.criticalLoad, ThrottleFlagFile: f.throttleFile, PanicFlagFile: f.panicFile,
 		ReplicaDiscovery: f.replicaDiscovery, ReplicaAddrs: f.replicaAddrs, MaxLag: f.maxLag,
 		Restart: f.restart, CheckpointInterval: f.checkpointEvery, Version: version,
-	})
+	}
+	if len(f.tables) > 1 {
+		return runGroup(ctx, c, f, cfg)
+	}
+	r, err := migration.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -194,10 +205,15 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		}
 		return err
 	}
-	out := c.OutOrStdout()
+	printResult(c.OutOrStdout(), database, f.table, res)
+	return nil
+}
+
+// printResult prints what a migration of table did.
+func printResult(out io.Writer, database, table string, res migration.Result) {
 	if res.AlreadyDone {
-		fmt.Fprintf(out, "sluice: %s.%s was already migrated by an earlier run, which stopped after the swap; its leftovers are dropped\n", database, f.table)
-		return nil
+		fmt.Fprintf(out, "sluice: %s.%s was already migrated by an earlier run, which stopped after the swap; its leftovers are dropped\n", database, table)
+		return
 	}
 	if res.Resumed {
 		fmt.Fprintf(out, "sluice: resumed the earlier run from its checkpoint (%d rows had been copied; %d rows copied after it were copied again)\n", res.ResumedRows, res.Recopied)
@@ -207,24 +223,24 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 	}
 	switch res.Path {
 	case "instant":
-		fmt.Fprintf(out, "sluice: %s.%s changed INSTANTly in %s (%d metadata-lock attempt(s))\n", database, f.table, res.Total.Round(time.Millisecond), res.LockAttempts)
-		return nil
+		fmt.Fprintf(out, "sluice: %s.%s changed INSTANTly in %s (%d metadata-lock attempt(s))\n", database, table, res.Total.Round(time.Millisecond), res.LockAttempts)
+		return
 	case "in-place":
 		if res.DDL == nil {
-			fmt.Fprintf(out, "sluice: %s.%s changed in place in %s (the server's own index build settings)\n", database, f.table, res.Total.Round(time.Millisecond))
-			return nil
+			fmt.Fprintf(out, "sluice: %s.%s changed in place in %s (the server's own index build settings)\n", database, table, res.Total.Round(time.Millisecond))
+			return
 		}
 		fmt.Fprintf(out, "sluice: %s.%s changed in place in %s with innodb_ddl_threads=%d innodb_ddl_buffer_size=%d innodb_parallel_read_threads=%d; peak DDL memory %s\n",
-			database, f.table, res.Total.Round(time.Millisecond), res.DDL.Threads, res.DDL.BufferBytes, res.DDL.ReadThreads, mib(res.DDLPeakBytes))
-		return nil
+			database, table, res.Total.Round(time.Millisecond), res.DDL.Threads, res.DDL.BufferBytes, res.DDL.ReadThreads, mib(res.DDLPeakBytes))
+		return
 	}
 	fmt.Fprintf(out, "sluice: %s.%s migrated in %s: %d rows copied, %d changes applied, checksum %d rows in %d chunks, tables locked %s for the swap\n",
-		database, f.table, res.Total.Round(time.Millisecond), res.RowsCopied, res.KeysApplied, res.ChecksumRows, res.ChecksumChunks,
+		database, table, res.Total.Round(time.Millisecond), res.RowsCopied, res.KeysApplied, res.ChecksumRows, res.ChecksumChunks,
 		res.CutoverLock.Round(time.Millisecond))
 	fmt.Fprintf(out, "sluice: %d rows changed after the checksum were compared in both tables before the swap\n", res.ChangedRowsVerified)
 	if len(res.RenamedChecks) > 0 {
 		fmt.Fprintf(out, "sluice: the CHECK constraints %s keep their conditions under generated names (%s_chk_N): MySQL keeps constraint names unique in a database and cannot rename one\n",
-			strings.Join(res.RenamedChecks, ", "), f.table)
+			strings.Join(res.RenamedChecks, ", "), table)
 	}
 	if len(res.RenamedForeignKeys) > 0 {
 		fmt.Fprintf(out, "sluice: foreign keys renamed on the new table (MySQL keeps constraint names unique in a database): %s\n", strings.Join(res.RenamedForeignKeys, ", "))
@@ -242,7 +258,6 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 	if res.OldTable != "" {
 		fmt.Fprintf(out, "sluice: the original table is kept as %s.%s; drop it when you no longer need it\n", database, res.OldTable)
 	}
-	return nil
 }
 
 // errPasswordFlag refuses --password.

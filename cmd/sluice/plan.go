@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,7 +29,12 @@ of the rows concerned. It only reads.`,
 		Example: `  sluice plan --host db1 --user dba --database shop --table orders --alter "ADD INDEX (created_at)"
   sluice plan ... --alter "MODIFY note VARCHAR(20)" --format json`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return runPlan(c.Context(), c, f) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := f.pairs(true); err != nil {
+				return err
+			}
+			return runPlan(c.Context(), c, f)
+		},
 	}
 	connectionFlags(c, &f)
 	carryTriggersFlag(c, &f)
@@ -51,10 +57,6 @@ func runPlan(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 	if err != nil {
 		return err
 	}
-	a, err := ddl.Parse(f.alter)
-	if err != nil && !errors.Is(err, ddl.ErrUnknownName) {
-		return err
-	}
 	if err := conn.Validate(); err != nil {
 		return err
 	}
@@ -63,31 +65,56 @@ func runPlan(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		return err
 	}
 	defer db.Close()
-	if a == nil {
-		// A character set or collation the server may know.
-		if err := ddl.LearnNames(ctx, db); err != nil {
+	var plans []*plan.Plan
+	for i, table := range f.tables {
+		p, err := planOne(ctx, db, conn.Host, database, table, f.alters[i], f, len(f.tables) > 1)
+		if err != nil {
 			return err
 		}
-		if a, err = ddl.Parse(f.alter); err != nil {
-			return err
-		}
-	}
-	p, _, err := plan.Make(ctx, db, conn.Host, database, f.table, a, plan.Options{
-		Replicas: f.replicas, MaxInplace: f.maxInplace, LockWait: f.lockWait, CutoverLock: f.cutoverLock, CopyThreads: f.copyWorkers,
-		CarryTriggers: f.carryTriggers, CaptureTriggers: f.capture == "triggers",
-	})
-	if errors.Is(err, schema.ErrNotFound) {
-		return fmt.Errorf("table %s.%s does not exist; check --database and --table", database, f.table)
-	}
-	if err != nil {
-		return err
+		plans = append(plans, p)
 	}
 	out := c.OutOrStdout()
 	if f.format == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(p)
+		if len(plans) == 1 {
+			return enc.Encode(plans[0])
+		}
+		return enc.Encode(plans)
 	}
-	fmt.Fprint(out, p.Text())
+	for i, p := range plans {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		fmt.Fprint(out, p.Text())
+	}
+	if len(plans) > 1 {
+		fmt.Fprintf(out, "\n%s\n", plan.GroupNote(f.tables))
+	}
 	return nil
+}
+
+// planOne plans the ALTER of one table; in a group, on the copy path.
+func planOne(ctx context.Context, db *sql.DB, host, database, table, alter string, f migrateFlags, inGroup bool) (*plan.Plan, error) {
+	a, err := ddl.Parse(alter)
+	if err != nil && !errors.Is(err, ddl.ErrUnknownName) {
+		return nil, err
+	}
+	if a == nil {
+		// A character set or collation the server may know.
+		if err := ddl.LearnNames(ctx, db); err != nil {
+			return nil, err
+		}
+		if a, err = ddl.Parse(alter); err != nil {
+			return nil, err
+		}
+	}
+	p, _, err := plan.Make(ctx, db, host, database, table, a, plan.Options{
+		Replicas: f.replicas, MaxInplace: f.maxInplace, LockWait: f.lockWait, CutoverLock: f.cutoverLock, CopyThreads: f.copyWorkers,
+		CarryTriggers: f.carryTriggers, CaptureTriggers: f.capture == "triggers", Group: inGroup,
+	})
+	if errors.Is(err, schema.ErrNotFound) {
+		return nil, fmt.Errorf("table %s.%s does not exist; check --database and --table", database, table)
+	}
+	return p, err
 }

@@ -49,6 +49,8 @@ type Options struct {
 	// CaptureTriggers: the copy path captures changes by triggers
 	// (--capture=triggers, CaptureNote).
 	CaptureTriggers bool
+	// Group: the table is one of several swapped together (GroupNote).
+	Group bool
 }
 
 // DDL are the session settings of an InnoDB index build.
@@ -91,6 +93,9 @@ type Plan struct {
 	// Capture says, on the copy path with --capture=triggers, how changes
 	// are captured (CaptureNote); "" for the binlog.
 	Capture string `json:"capture,omitempty"`
+	// Group says, for one of several tables swapped together, what that
+	// changes for this one.
+	Group string `json:"group,omitempty"`
 	// LockGuardBlind says why the metadata-lock guard cannot see who holds
 	// the table on this server ("" when it can).
 	LockGuardBlind string `json:"lock_guard_blind,omitempty"`
@@ -172,6 +177,14 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 		} else {
 			p.Why = "some clause needs a table copy, which the server does with writes blocked; sluice copies into a shadow table and applies changes from the binlog in parallel instead"
 		}
+	}
+	if o.Group {
+		if p.Path != PathCopy {
+			p.Why = fmt.Sprintf("alone, this ALTER would take the %s path (%s); with other", p.Path, p.Why)
+			p.Path, p.DDL, p.Settings = PathCopy, nil, nil
+			p.Why += " tables swapped together, sluice copies into a shadow table and applies changes from the binlog in parallel instead, so that no table changes before the others"
+		}
+		p.Group = GroupPart(t, srv)
 	}
 	if p.Path == PathCopy {
 		p.RowKey = RowKeyNote(t, a)
@@ -378,6 +391,9 @@ func (p *Plan) Text() string {
 		fmt.Fprintf(&b, "rows:     the primary key changes, and sluice will refuse the copy: %s\n", why)
 	} else if p.RowKey != "" {
 		fmt.Fprintf(&b, "rows:     the primary key changes; the original's rows are found in the new table %s\n", p.RowKey)
+	}
+	if p.Group != "" {
+		fmt.Fprintf(&b, "with the others: %s\n", p.Group)
 	}
 	if p.Capture != "" {
 		fmt.Fprintf(&b, "changes captured: %s\n", p.Capture)

@@ -1,0 +1,336 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/plan"
+	"github.com/sluicedb/sluice/internal/schema"
+	"github.com/sluicedb/sluice/internal/throttle"
+)
+
+// Several tables, one cut-over. RunGroup runs one Runner per table, all at
+// once; each copies, catches up and checks its table on its own, then waits at
+// its cut-over until every other has come there too. The last to arrive takes
+// one LOCK TABLES of every original and shadow through the metadata-lock
+// guard, drains and verifies each table on that connection, and swaps them all
+// in one RENAME TABLE, which MySQL carries out atomically: the application
+// sees every table changed, or none. A table whose run fails stops the
+// others: no table is swapped, every original stays as it was.
+
+// RunGroup migrates the tables of cfgs, one Config each, in one database, and
+// swaps them together. Results come in the order of cfgs.
+func RunGroup(ctx context.Context, cfgs []Config) ([]Result, error) {
+	if err := validateGroup(cfgs); err != nil {
+		return nil, err
+	}
+	g := &group{n: len(cfgs), done: make(chan struct{})}
+	runners := make([]*Runner, len(cfgs))
+	for i, cfg := range cfgs {
+		if cfg.Method == "" || cfg.Method == "auto" {
+			cfg.Method = "copy" // INSTANT or in place, a table would change alone
+		}
+		r, err := New(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", cfg.Table, err)
+		}
+		r.group = g
+		runners[i] = r
+	}
+	gctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	g.ctx = gctx
+	results := make([]Result, len(runners))
+	errs := make([]error, len(runners))
+	var wg sync.WaitGroup
+	for i, r := range runners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = r.Run(gctx)
+			if errs[i] != nil {
+				// The others stop too: no table is swapped without the rest.
+				cancel(fmt.Errorf("the migration of %s failed: %w", r.cfg.Table, errs[i]))
+			}
+			g.finished(r, errs[i])
+		}()
+	}
+	wg.Wait()
+	// The first failure is the cause; the others' errors say they stopped
+	// for it.
+	if cause := context.Cause(gctx); cause != nil && ctx.Err() == nil {
+		return results, cause
+	}
+	for i, err := range errs {
+		if err != nil {
+			return results, fmt.Errorf("table %s: %w", cfgs[i].Table, err)
+		}
+	}
+	return results, nil
+}
+
+// validateGroup refuses, before anything is read from the server, what a
+// group cannot do.
+func validateGroup(cfgs []Config) error {
+	if len(cfgs) < 2 {
+		return fmt.Errorf("%w: a group needs two tables or more", ErrConfig)
+	}
+	seen := map[string]bool{}
+	for _, c := range cfgs {
+		switch {
+		case c.Database != cfgs[0].Database:
+			return fmt.Errorf("%w: tables %s.%s and %s.%s: the tables swapped together must be in one database", ErrConfig,
+				cfgs[0].Database, cfgs[0].Table, c.Database, c.Table)
+		case seen[strings.ToLower(c.Table)]:
+			return fmt.Errorf("%w: table %s is named twice: give each table one --table and one --alter (several changes of a table go in one ALTER, comma-separated)", ErrConfig, c.Table)
+		case c.Method != "" && c.Method != "auto" && c.Method != "copy":
+			return fmt.Errorf("%w: --method %s: several tables are swapped together on the copy path only (an INSTANT or in-place change would show one table changed before the others)", ErrConfig, c.Method)
+		case c.Capture == CaptureTriggers:
+			return fmt.Errorf("%w: --capture=triggers with several tables is not supported yet: migrate the tables one by one, or capture by the binlog", ErrConfig)
+		}
+		seen[strings.ToLower(c.Table)] = true
+	}
+	return nil
+}
+
+// groupRefusal says, in preflight, why this table cannot be swapped with
+// others, or nil.
+func (r *Runner) groupRefusal() error {
+	if r.group == nil {
+		return nil
+	}
+	if why := plan.GroupRefusal(r.orig, plan.Server{MariaDB: r.vars.Flavor == dbconn.MariaDB}); why != "" {
+		return preflightErr("%s", why)
+	}
+	return nil
+}
+
+// group is what the runners of one RunGroup share: who has come to the
+// cut-over, who ended before it, and the outcome of the one swap.
+type group struct {
+	n       int
+	ctx     context.Context // RunGroup's: cancelled when any run fails
+	mu      sync.Mutex
+	arrived []member
+	left    int   // runs that ended without coming to the cut-over
+	failed  error // the first of those that failed
+	started bool
+	done    chan struct{} // closed once err is set
+	err     error
+}
+
+// member is a runner waiting at the cut-over, with its run's context.
+type member struct {
+	r   *Runner
+	ctx context.Context
+}
+
+// arrive is r's cut-over: it waits until every run of the group has come
+// here or ended, and returns the outcome of the one swap (made by the last
+// to arrive). It waits for that outcome even if its own run is cancelled:
+// the swap may be under way with r's tables locked, and r's teardown must
+// not race it. The swap itself stops on any member's cancellation.
+func (g *group) arrive(ctx context.Context, r *Runner) error {
+	g.mu.Lock()
+	g.arrived = append(g.arrived, member{r, ctx})
+	last := g.ready()
+	g.mu.Unlock()
+	if last {
+		g.cutover()
+	} else {
+		r.log.Info("waiting for the other tables of the group to come to the cut-over")
+	}
+	<-g.done
+	return g.err
+}
+
+// finished records that r's run ended; one that ended before the cut-over
+// no longer holds the others back (a failure stops them through the
+// context, and the swap is not made).
+func (g *group) finished(r *Runner, err error) {
+	g.mu.Lock()
+	for _, m := range g.arrived {
+		if m.r == r {
+			g.mu.Unlock()
+			return
+		}
+	}
+	g.left++
+	if err != nil && g.failed == nil {
+		g.failed = fmt.Errorf("the migration of %s failed: %w", r.cfg.Table, err)
+	}
+	last := g.ready()
+	g.mu.Unlock()
+	if last {
+		g.cutover()
+	}
+}
+
+// ready reports, under mu, whether the swap may start now, and marks it
+// started.
+func (g *group) ready() bool {
+	if g.started || len(g.arrived)+g.left < g.n {
+		return false
+	}
+	g.started = true
+	return true
+}
+
+// cutover makes the one swap of the runs that arrived, or fails them all
+// when another failed, and lets them go on.
+func (g *group) cutover() {
+	defer close(g.done)
+	switch {
+	case g.failed != nil:
+		g.err = fmt.Errorf("no table was swapped: %w", g.failed)
+		return
+	case len(g.arrived) == 0:
+		return
+	}
+	if g.left > 0 {
+		// Only a run that found its table already migrated ends early
+		// without an error: an earlier run's swap did that table.
+		g.arrived[0].r.log.Warn("some tables of the group were already migrated by an earlier run; the others are swapped together")
+	}
+	ctx, cancel := context.WithCancelCause(g.ctx)
+	defer cancel(nil)
+	rs := make([]*Runner, len(g.arrived))
+	for i, m := range g.arrived {
+		rs[i] = m.r
+		stop := context.AfterFunc(m.ctx, func() { cancel(context.Cause(m.ctx)) })
+		defer stop()
+	}
+	g.err = swapTogether(ctx, rs)
+	if cause := context.Cause(ctx); g.err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		g.err = fmt.Errorf("%w (%w)", g.err, cause)
+	}
+}
+
+// swapTogether is the group's cut-over: Runner.cutover for several tables
+// at once, on MySQL (RENAME under LOCK TABLES).
+func swapTogether(ctx context.Context, rs []*Runner) error {
+	lead := rs[0]
+	var tables, spec []string
+	for _, r := range rs {
+		tables = append(tables, r.orig.Name, r.names.Shadow)
+		spec = append(spec, r.orig.Quoted()+" WRITE", dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)+" WRITE")
+	}
+	for _, r := range rs {
+		if err := r.waitReplicas(ctx); err != nil {
+			return fmt.Errorf("cut-over of %s: %w", r.orig.Name, err)
+		}
+		if why := r.throttle.Panicked(); why != "" {
+			return fmt.Errorf("cut-over: %w: %s", throttle.ErrAbort, why)
+		}
+		if r.cfg.DropOld {
+			if err := r.addArtifact(ctx, r.names.Old); err != nil {
+				return err
+			}
+		}
+	}
+	before := func(ctx context.Context) error {
+		for _, r := range rs {
+			if err := r.waitBacklog(ctx, 200); err != nil {
+				return err
+			}
+			for pass := 0; pass < 3 && (pass == 0 || r.tracker.Len() > verifyBatch); pass++ {
+				if err := r.verifyChanged(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		// LOCK TABLES takes its locks one table at a time: a transaction
+		// that holds one of them and asks for another would close a cycle.
+		lead.waitQuiet(ctx, tables)
+		for _, r := range rs {
+			if err := r.pauseApply(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	release := func() {
+		for _, r := range rs {
+			r.sched.Hold(false)
+		}
+	}
+	attempts := lead.lockAttempts.Load()
+	defer func() {
+		// Each run's result counts the group's attempts.
+		for _, r := range rs[1:] {
+			r.lockAttempts.Add(lead.lockAttempts.Load() - attempts)
+		}
+	}()
+	err := lead.withLocks(ctx, "cut-over", tables, strings.Join(spec, ", "), before, release, func(ctx context.Context, lock *sql.Conn) error {
+		start := time.Now()
+		for _, r := range rs {
+			t := time.Now()
+			if err := r.finishLocked(ctx, lock); err != nil {
+				return fmt.Errorf("%s: %w", r.orig.Name, err)
+			}
+			r.res.CutoverVerify = time.Since(t) - r.res.CutoverDrain
+		}
+		if err := renameTogether(ctx, rs, lock); err != nil {
+			return err
+		}
+		for _, r := range rs {
+			r.res.CutoverLock = time.Since(start)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cut-over: %w", err)
+	}
+	return nil
+}
+
+// renameTogether renames each original to its old name and each shadow to
+// its original's name in one RENAME TABLE, on lock, which holds the cut-over's
+// locks of every table.
+func renameTogether(ctx context.Context, rs []*Runner, lock *sql.Conn) error {
+	// Each statement here is quick (metadata only, every lock held), and
+	// one cut short by a cancellation would go on in the server without its
+	// locks: they run to their end.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	var pairs []string
+	for _, r := range rs {
+		// A key added since the preflight would follow the RENAME to the
+		// old table.
+		if children, err := schema.ChildrenOf(ctx, r.db, r.cfg.Database, r.orig.Name); err != nil {
+			return err
+		} else if len(children) > 0 {
+			return fmt.Errorf("foreign key %s, towards %s, was added during the migration; migrate that table on its own", children[0], r.orig.Name)
+		}
+		oldQ := dbconn.QuoteTable(r.cfg.Database, r.names.Old)
+		shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
+		pairs = append(pairs, r.orig.Quoted()+" TO "+oldQ, shadowQ+" TO "+r.orig.Quoted())
+	}
+	for _, r := range rs {
+		r.renaming.Store(true)
+	}
+	err := beforeRename(rs[0].cfg.Database) // a test's failed RENAME (export_test.go)
+	if err == nil {
+		_, err = lock.ExecContext(ctx, "RENAME TABLE "+strings.Join(pairs, ", "))
+	}
+	if err != nil && rs[0].renamed(ctx) {
+		err = nil // the RENAME is atomic: it committed, only its reply was lost
+	}
+	if err != nil {
+		for _, r := range rs {
+			r.renaming.Store(false)
+		}
+		return err
+	}
+	for _, r := range rs {
+		r.swapped.Store(true)
+	}
+	failpoint("renamed")
+	return nil
+}

@@ -1,0 +1,250 @@
+package migration_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/testdb"
+	"github.com/sluicedb/sluice/migration"
+)
+
+// groupTables makes t1 and t2 (the sysbench shape), each with its writers'
+// model table, loaded with rows rows.
+func groupTables(t *testing.T, db *testdb.DB, rows int64) (w1, w2 *workload) {
+	t.Helper()
+	w1, w2 = sysbenchWorkload(), sysbenchWorkload()
+	w1.table, w2.table = "t1", "t2"
+	w1.writers, w2.writers = 4, 4
+	for _, name := range []string{"t1", "t2"} {
+		db.MustExec(t, `CREATE TABLE `+name+` (id BIGINT NOT NULL PRIMARY KEY, k INT NOT NULL DEFAULT 0,
+			c CHAR(120) NOT NULL DEFAULT '', pad VARCHAR(60), KEY k_1 (k))`,
+			"CREATE TABLE model_"+name+" LIKE "+name)
+	}
+	w1.load(t, db, "model_t1", rows)
+	w2.load(t, db, "model_t2", rows)
+	return w1, w2
+}
+
+// schemaProbe reads both tables in one statement, again and again, and
+// records which of them it saw changed: a statement opens both tables at one
+// instant, so it sees both old or both new unless the swaps were apart.
+type schemaProbe struct {
+	seen  sync.Map // "t1 old, t2 new" -> count
+	reads atomic.Int64
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func startSchemaProbe(t *testing.T, db *testdb.DB, col1, col2 string) *schemaProbe {
+	p := &schemaProbe{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for {
+			select {
+			case <-p.stop:
+				return
+			default:
+			}
+			rows, err := db.Query("SELECT * FROM t1 JOIN t2 ON t1.id = t2.id LIMIT 0")
+			if err != nil {
+				continue // a table being renamed
+			}
+			cols, _ := rows.Columns()
+			rows.Close()
+			state := func(col, table string) string {
+				if slices.Contains(cols, col) {
+					return table + " new"
+				}
+				return table + " old"
+			}
+			key := state(col1, "t1") + ", " + state(col2, "t2")
+			n, _ := p.seen.LoadOrStore(key, new(atomic.Int64))
+			n.(*atomic.Int64).Add(1)
+			p.reads.Add(1)
+		}
+	}()
+	return p
+}
+
+func (p *schemaProbe) end() map[string]int64 {
+	close(p.stop)
+	<-p.done
+	out := map[string]int64{}
+	p.seen.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return out
+}
+
+// TestGroupSwapsTogetherWithWriters: two tables migrated as one group while
+// writers change both: each ends equal to its writers' model, and a reader
+// of both never sees one table changed and the other not. The first RENAME
+// attempt fails, so the retry after a failed swap is exercised too.
+func TestGroupSwapsTogetherWithWriters(t *testing.T) {
+	db := testdb.New(t)
+	db.SkipUnless(t, dbconn.MySQL, "several tables in one cut-over need RENAME under LOCK TABLES (TestGroupRefusals checks MariaDB's refusal)")
+	w1, w2 := groupTables(t, db, 20000)
+	probe := startSchemaProbe(t, db, "x", "y")
+	stop1, stop2 := w1.start(t, db), w2.start(t, db)
+	time.Sleep(100 * time.Millisecond)
+	cfg1 := config(t, db, "t1", "ADD COLUMN x INT")
+	cfg2 := config(t, db, "t2", "MODIFY k BIGINT NOT NULL DEFAULT 0, ADD COLUMN y INT")
+	migration.FailRenameOnce(db.Name)
+	before1, before2 := w1.ops.Load(), w2.ops.Load()
+	res, err := migration.RunGroup(context.Background(), []migration.Config{cfg1, cfg2})
+	during1, during2 := w1.ops.Load()-before1, w2.ops.Load()-before2
+	time.Sleep(100 * time.Millisecond)
+	stop1()
+	stop2()
+	seen := probe.end()
+	if err != nil {
+		t.Fatalf("group migration failed: %v", err)
+	}
+	t.Logf("writes during the run %d and %d; probe: %v", during1, during2, seen)
+	for i, r := range res {
+		t.Logf("table %d: copied %d, applied %d, changed rows verified %d, lock held %s, lock attempts %d",
+			i+1, r.RowsCopied, r.KeysApplied, r.ChangedRowsVerified, r.CutoverLock, r.LockAttempts)
+		if r.RowsCopied < 20000 || r.KeysApplied == 0 {
+			t.Errorf("table %d: copied %d rows, applied %d keys: the test proves little", i+1, r.RowsCopied, r.KeysApplied)
+		}
+	}
+	if during1 < 50 || during2 < 50 {
+		t.Fatalf("%d and %d writes during the migration: the test proves little", during1, during2)
+	}
+	if res[0].LockAttempts < 2 {
+		t.Errorf("the failed RENAME was not retried: %d lock attempts", res[0].LockAttempts)
+	}
+	w1.replay(t, db, "model_t1")
+	w2.replay(t, db, "model_t2")
+	compare(t, db, "t1", "model_t1", "id, k, c, pad", "id")
+	compare(t, db, "t2", "model_t2", "id, k, c, pad", "id")
+	for state, n := range seen {
+		if state == "t1 new, t2 old" || state == "t1 old, t2 new" {
+			t.Errorf("a reader saw %s (%d times): the tables were not swapped together", state, n)
+		}
+	}
+	if seen["t1 old, t2 old"] == 0 || seen["t1 new, t2 new"] == 0 {
+		t.Errorf("the probe did not see both states (%v): it proves nothing", seen)
+	}
+	want := []string{"_t1_old", "_t2_old", "model_t1", "model_t2", "t1", "t2"}
+	if tables := db.Tables(t); !slices.Equal(tables, want) {
+		t.Errorf("tables after the migration: %v, want %v", tables, want)
+	}
+}
+
+// TestGroupFailureSwapsNothing: when one table's run fails (a unique key the
+// rows break), the other's stops too: neither table is swapped, both keep
+// their rows, and no table of sluice's is left.
+func TestGroupFailureSwapsNothing(t *testing.T) {
+	db := testdb.New(t)
+	db.SkipUnless(t, dbconn.MySQL, "several tables in one cut-over need RENAME under LOCK TABLES")
+	groupTables(t, db, 5000)
+	dump1, dump2 := db.Dump(t, "t1", "*", "id"), db.Dump(t, "t2", "*", "id")
+	cfg1 := config(t, db, "t1", "ADD COLUMN x INT")
+	cfg2 := config(t, db, "t2", "ADD UNIQUE KEY uk (k)") // k repeats
+	_, err := migration.RunGroup(context.Background(), []migration.Config{cfg1, cfg2})
+	if err == nil {
+		t.Fatal("the group migrated although t2's rows break its new unique key")
+	}
+	t.Logf("error: %v", err)
+	if !strings.Contains(err.Error(), "t2") {
+		t.Errorf("the error does not name the table that failed: %v", err)
+	}
+	if got := db.Dump(t, "t1", "*", "id"); !slices.EqualFunc(got, dump1, slices.Equal) {
+		t.Errorf("t1 changed although the group failed (%d rows, %d before)", len(got), len(dump1))
+	}
+	if got := db.Dump(t, "t2", "*", "id"); !slices.EqualFunc(got, dump2, slices.Equal) {
+		t.Errorf("t2 changed although the group failed (%d rows, %d before)", len(got), len(dump2))
+	}
+	want := []string{"model_t1", "model_t2", "t1", "t2"}
+	if tables := db.Tables(t); !slices.Equal(tables, want) {
+		t.Errorf("tables after the failed group: %v, want %v", tables, want)
+	}
+}
+
+// TestGroupRefusals: what a group cannot do is refused in one line, and
+// nothing is changed.
+func TestGroupRefusals(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE a (id INT PRIMARY KEY, v INT)", "CREATE TABLE b (id INT PRIMARY KEY, v INT)",
+		"INSERT INTO a VALUES (1, 1), (2, 2)", "INSERT INTO b VALUES (1, 1)")
+	with := func(table, alter string, edit func(*migration.Config)) migration.Config {
+		c := config(t, db, table, alter)
+		c.Method = ""
+		if edit != nil {
+			edit(&c)
+		}
+		return c
+	}
+	cases := []struct {
+		name string
+		cfgs []migration.Config
+		want string
+	}{
+		{"one table", []migration.Config{with("a", "ADD COLUMN x INT", nil)}, "two tables or more"},
+		{"a table twice", []migration.Config{with("a", "ADD COLUMN x INT", nil), with("a", "ADD COLUMN y INT", nil)}, "named twice"},
+		{"instant", []migration.Config{with("a", "ADD COLUMN x INT", func(c *migration.Config) { c.Method = "instant" }),
+			with("b", "ADD COLUMN x INT", nil)}, "copy path only"},
+		{"capture by triggers", []migration.Config{with("a", "ADD COLUMN x INT", nil),
+			with("b", "ADD COLUMN x INT", func(c *migration.Config) { c.Capture = migration.CaptureTriggers })}, "--capture=triggers"},
+		{"two databases", []migration.Config{with("a", "ADD COLUMN x INT", nil),
+			with("b", "ADD COLUMN x INT", func(c *migration.Config) { c.Database += "_other" })}, "one database"},
+	}
+	if db.Flavor == dbconn.MariaDB {
+		cases = append(cases, struct {
+			name string
+			cfgs []migration.Config
+			want string
+		}{"MariaDB", []migration.Config{with("a", "ADD COLUMN x INT", nil), with("b", "ADD COLUMN x INT", nil)}, "migrate the tables one by one"})
+	} else {
+		db.MustExec(t, "CREATE TABLE c (id INT PRIMARY KEY, a_id INT, FOREIGN KEY (a_id) REFERENCES a (id))")
+		cases = append(cases, struct {
+			name string
+			cfgs []migration.Config
+			want string
+		}{"foreign keys", []migration.Config{with("a", "ADD COLUMN x INT", nil), with("b", "ADD COLUMN x INT", nil)}, "do not carry foreign keys yet"})
+	}
+	tables := db.Tables(t)
+	defs := map[string]string{}
+	for _, tb := range tables {
+		var def string
+		db.QueryRow("SHOW CREATE TABLE "+tb).Scan(new(string), &def)
+		defs[tb] = def
+	}
+	for _, tc := range cases {
+		_, err := migration.RunGroup(context.Background(), tc.cfgs)
+		switch {
+		case err == nil:
+			t.Errorf("%s: not refused", tc.name)
+		case !strings.Contains(err.Error(), tc.want):
+			t.Errorf("%s: refused with %q, want it to say %q", tc.name, err, tc.want)
+		case strings.Contains(err.Error(), "\n"):
+			t.Errorf("%s: the refusal is not one line: %q", tc.name, err)
+		}
+		if want := migration.ErrConfig; tc.name == "MariaDB" || tc.name == "foreign keys" {
+			if !errors.Is(err, migration.ErrPreflight) {
+				t.Errorf("%s: %v is not a preflight refusal", tc.name, err)
+			}
+		} else if !errors.Is(err, want) {
+			t.Errorf("%s: %v is not a refusal of the configuration", tc.name, err)
+		}
+		if got := db.Tables(t); !slices.Equal(got, tables) {
+			t.Errorf("%s: tables %v after the refusal, want %v", tc.name, got, tables)
+		}
+		for tb, def := range defs {
+			var now string
+			db.QueryRow("SHOW CREATE TABLE "+tb).Scan(new(string), &now)
+			if now != def {
+				t.Errorf("%s: table %s changed", tc.name, tb)
+			}
+		}
+	}
+}
