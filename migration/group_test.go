@@ -2,7 +2,9 @@ package migration_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -246,5 +248,80 @@ func TestGroupRefusals(t *testing.T) {
 				t.Errorf("%s: table %s changed", tc.name, tb)
 			}
 		}
+	}
+}
+
+// groupResults parses a group child's results.
+func (c *childRun) groupResults(t *testing.T) []migration.Result {
+	t.Helper()
+	s := c.out.String()
+	i := strings.LastIndex(s, "\nGROUP ")
+	if i < 0 {
+		t.Fatalf("the child printed no group results:\n%s", s)
+	}
+	line, _, _ := strings.Cut(s[i+len("\nGROUP "):], "\n")
+	var res []migration.Result
+	if err := json.Unmarshal([]byte(line), &res); err != nil {
+		t.Fatalf("group results %q: %v", line, err)
+	}
+	return res
+}
+
+// TestDeathOfAGroup: a group's process killed during the copy, then killed
+// right after its RENAME: the next run of the same group resumes what the
+// first left, the one after the swap finds both tables migrated, and each
+// table ends equal to its writers' model with its ALTER applied.
+func TestDeathOfAGroup(t *testing.T) {
+	if os.Getenv("SLUICE_RESUME_CHILD") != "" {
+		t.Skip()
+	}
+	db := testdb.New(t)
+	db.SkipUnless(t, dbconn.MySQL, "several tables in one cut-over need RENAME under LOCK TABLES")
+	w1, w2 := groupTables(t, db, 30000)
+	stop1, stop2 := w1.start(t, db), w2.start(t, db)
+	defer stop1()
+	defer stop2()
+	job := childJob{DSN: os.Getenv(testdb.Env), Database: db.Name, Table: "t1", Alter: "ADD COLUMN x INT NOT NULL DEFAULT 7",
+		Table2: "t2", Alter2: "MODIFY k BIGINT NOT NULL DEFAULT 0, ADD COLUMN y INT NOT NULL DEFAULT 8", Every: 200 * time.Millisecond}
+	c := startChild(t, job)
+	if err, killed := c.killIn("copy", 600*time.Millisecond); !killed {
+		t.Fatalf("the first run was not killed during the copy (%v):\n%s", err, c.out)
+	}
+	job.Die = "renamed"
+	c = startChild(t, job)
+	err := <-c.done
+	if code := c.cmd.ProcessState.ExitCode(); code != 9 {
+		t.Fatalf("the second run did not die after its RENAME (exit %d, %v):\n%s", code, err, c.out)
+	}
+	resumed := strings.Count(c.out.String(), "resuming")
+	t.Logf("the second run's log says resuming %d times", resumed)
+	for _, tb := range []string{"_t1_old", "_t2_old"} {
+		if !slices.Contains(db.Tables(t), tb) {
+			t.Fatalf("after a death right after the RENAME, %s is missing: %v", tb, db.Tables(t))
+		}
+	}
+	job.Die = ""
+	c = startChild(t, job)
+	if err := <-c.done; err != nil {
+		_, line := c.result(t)
+		t.Fatalf("the run after the deaths failed: %s\n%s", line, c.out)
+	}
+	for i, r := range c.groupResults(t) {
+		if !r.AlreadyDone {
+			t.Errorf("table %d: the last run did not find the group's swap done: %+v", i+1, r)
+		}
+	}
+	stop1()
+	stop2()
+	if tables := db.Tables(t); !slices.Equal(tables, []string{"model_t1", "model_t2", "t1", "t2"}) {
+		t.Errorf("tables left: %v", tables)
+	}
+	w1.replay(t, db, "model_t1")
+	w2.replay(t, db, "model_t2")
+	compare(t, db, "t1", "model_t1", "id, k, c, pad", "id")
+	compare(t, db, "t2", "model_t2", "id, k, c, pad", "id")
+	var bad int
+	if err := db.QueryRow("SELECT (SELECT COUNT(*) FROM t1 WHERE x <> 7) + (SELECT COUNT(*) FROM t2 WHERE y <> 8)").Scan(&bad); err != nil || bad != 0 {
+		t.Errorf("rows without the new columns' defaults: %d (%v)", bad, err)
 	}
 }

@@ -32,6 +32,10 @@ type childJob struct {
 	Carry    bool   // --carry-triggers
 	Capture  string // --capture
 	Every    time.Duration
+	// Table2 and Alter2, when set, make the child migrate Table and Table2
+	// as one group (RunGroup); it prints the first result as RESULT, and
+	// both as GROUP.
+	Table2, Alter2 string
 	// Die names a point of the cut-over at which the child exits at once,
 	// as if killed there (failpoint).
 	Die string
@@ -57,7 +61,20 @@ func TestResumeChild(t *testing.T) {
 		CheckpointInterval: job.Every, DropOld: true, LockDeadline: 20 * time.Second,
 		OnPhase: func(name string) { fmt.Printf("\nPHASE %s\n", name) },
 		Logger:  slog.New(slog.NewTextHandler(os.Stdout, nil))}
-	res, err := mustRunner(t, cfg).Run(context.Background())
+	var res migration.Result
+	if job.Table2 != "" {
+		cfg2 := cfg
+		cfg2.Table, cfg2.Alter = job.Table2, job.Alter2
+		var results []migration.Result
+		results, err = migration.RunGroup(context.Background(), []migration.Config{cfg, cfg2})
+		out, _ := json.Marshal(results)
+		fmt.Printf("\nGROUP %s\n", out)
+		if len(results) > 0 {
+			res = results[0]
+		}
+	} else {
+		res, err = mustRunner(t, cfg).Run(context.Background())
+	}
 	out, _ := json.Marshal(res)
 	fmt.Printf("\nRESULT %s\n", out)
 	if err != nil {
