@@ -28,6 +28,13 @@ func FailRenameOnce(database string) {
 	failRename.Store(database, struct{}{})
 }
 
+// RenameFailurePending reports whether the failure FailRenameOnce set up
+// is still waiting for a RENAME in database.
+func RenameFailurePending(database string) bool {
+	_, ok := failRename.Load(database)
+	return ok
+}
+
 func init() {
 	beforeRename = func(database string) error {
 		if _, ok := failRename.LoadAndDelete(database); ok {

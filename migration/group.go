@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +42,11 @@ func RunGroup(ctx context.Context, cfgs []Config) ([]Result, error) {
 			return nil, fmt.Errorf("table %s: %w", cfg.Table, err)
 		}
 		r.group = g
+		if i > 0 {
+			// One run id for the group: the guard takes no session of the
+			// group for a blocker of its cut-over.
+			r.cfg.Conn.RunID = runners[0].cfg.Conn.RunID
+		}
 		runners[i] = r
 	}
 	gctx, cancel := context.WithCancelCause(ctx)
@@ -54,14 +60,17 @@ func RunGroup(ctx context.Context, cfgs []Config) ([]Result, error) {
 		go func() {
 			defer wg.Done()
 			results[i], errs[i] = r.Run(gctx)
-			if errs[i] != nil {
+			if errs[i] != nil && !errors.As(errs[i], new(*stoppedBy)) {
 				// The others stop too: no table is swapped without the rest.
-				cancel(fmt.Errorf("the migration of %s failed: %w", r.cfg.Table, errs[i]))
+				cancel(&stoppedBy{r.cfg.Table, errs[i]})
 			}
 			g.finished(r, errs[i])
 		}()
 	}
 	wg.Wait()
+	if g.err != nil {
+		return results, g.err // the cut-over's, or the failure that stopped it
+	}
 	// The first failure is the cause; the others' errors say they stopped
 	// for it.
 	if cause := context.Cause(gctx); cause != nil && ctx.Err() == nil {
@@ -75,14 +84,35 @@ func RunGroup(ctx context.Context, cfgs []Config) ([]Result, error) {
 	return results, nil
 }
 
+// stoppedBy is why the runs of a group stop when one of them failed. When
+// that one was refused at preflight, a run stopped so keeps its new table
+// and checkpoint, if it recorded one, for the run after the fix
+// (resumable); otherwise they go, as a single run's do.
+type stoppedBy struct {
+	table string
+	err   error
+}
+
+func (e *stoppedBy) Error() string {
+	return fmt.Sprintf("the migration of %s failed: %v", e.table, e.err)
+}
+func (e *stoppedBy) Unwrap() error { return e.err }
+
 // validateGroup refuses, before anything is read from the server, what a
 // group cannot do.
 func validateGroup(cfgs []Config) error {
 	if len(cfgs) < 2 {
 		return fmt.Errorf("%w: a group needs two tables or more", ErrConfig)
 	}
-	seen := map[string]bool{}
+	seen, made := map[string]bool{}, map[string]string{}
 	for _, c := range cfgs {
+		// Long names are cut to make the tables' own (_<t>_new, ...): two
+		// tables of the group must not share them.
+		shadow := strings.ToLower(schema.NamesFor(c.Table).Shadow)
+		if other, ok := made[shadow]; ok && !strings.EqualFold(other, c.Table) {
+			return fmt.Errorf("%w: tables %s and %s would share the new table %s (names are cut to fit): migrate them one by one", ErrConfig, other, c.Table, shadow)
+		}
+		made[shadow] = c.Table
 		switch {
 		case c.Database != cfgs[0].Database:
 			return fmt.Errorf("%w: tables %s.%s and %s.%s: the tables swapped together must be in one database", ErrConfig,
@@ -118,8 +148,9 @@ type group struct {
 	ctx     context.Context // RunGroup's: cancelled when any run fails
 	mu      sync.Mutex
 	arrived []member
-	left    int   // runs that ended without coming to the cut-over
-	failed  error // the first of those that failed
+	gone    []*Runner // runs that left the cut-over before the swap (arrive)
+	left    int       // runs that ended without coming to the cut-over, or left it
+	failed  error     // the first of those that failed
 	started bool
 	done    chan struct{} // closed once err is set
 	err     error
@@ -133,9 +164,11 @@ type member struct {
 
 // arrive is r's cut-over: it waits until every run of the group has come
 // here or ended, and returns the outcome of the one swap (made by the last
-// to arrive). It waits for that outcome even if its own run is cancelled:
-// the swap may be under way with r's tables locked, and r's teardown must
-// not race it. The swap itself stops on any member's cancellation.
+// to arrive). A run whose own context ends while it waits (its binlog
+// reader or apply failed) leaves the group, which fails, unless the swap
+// has started: then it waits for the outcome, since the swap may be under
+// way with r's tables locked and r's teardown must not race it. The swap
+// itself stops on any member's cancellation.
 func (g *group) arrive(ctx context.Context, r *Runner) error {
 	g.mu.Lock()
 	g.arrived = append(g.arrived, member{r, ctx})
@@ -146,8 +179,29 @@ func (g *group) arrive(ctx context.Context, r *Runner) error {
 	} else {
 		r.log.Info("waiting for the other tables of the group to come to the cut-over")
 	}
-	<-g.done
-	return g.err
+	select {
+	case <-g.done:
+		return g.err
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	if g.started {
+		g.mu.Unlock()
+		<-g.done
+		return g.err
+	}
+	g.arrived = slices.DeleteFunc(g.arrived, func(m member) bool { return m.r == r })
+	g.gone = append(g.gone, r)
+	g.left++
+	if g.failed == nil {
+		g.failed = fmt.Errorf("the migration of %s failed while it waited for the others: %w", r.cfg.Table, context.Cause(ctx))
+	}
+	last = g.ready()
+	g.mu.Unlock()
+	if last {
+		g.cutover()
+	}
+	return context.Cause(ctx)
 }
 
 // finished records that r's run ended; one that ended before the cut-over
@@ -155,11 +209,9 @@ func (g *group) arrive(ctx context.Context, r *Runner) error {
 // context, and the swap is not made).
 func (g *group) finished(r *Runner, err error) {
 	g.mu.Lock()
-	for _, m := range g.arrived {
-		if m.r == r {
-			g.mu.Unlock()
-			return
-		}
+	if slices.ContainsFunc(g.arrived, func(m member) bool { return m.r == r }) || slices.Contains(g.gone, r) {
+		g.mu.Unlock()
+		return
 	}
 	g.left++
 	if err != nil && g.failed == nil {
@@ -235,19 +287,17 @@ func swapTogether(ctx context.Context, rs []*Runner) error {
 		}
 	}
 	before := func(ctx context.Context) error {
-		for _, r := range rs {
-			if err := r.waitBacklog(ctx, 200); err != nil {
-				return err
-			}
-			for pass := 0; pass < 3 && (pass == 0 || r.tracker.Len() > verifyBatch); pass++ {
-				if err := r.verifyChanged(ctx); err != nil {
-					return err
-				}
-			}
+		if err := verifyAll(ctx, rs, 3); err != nil {
+			return err
 		}
 		// LOCK TABLES takes its locks one table at a time: a transaction
 		// that holds one of them and asks for another would close a cycle.
+		// While it waits, the others' writers go on: their rows changed
+		// meanwhile are compared again, so that few are left for the lock.
 		lead.waitQuiet(ctx, tables)
+		if err := verifyAll(ctx, rs, 1); err != nil {
+			return err
+		}
 		for _, r := range rs {
 			if err := r.pauseApply(ctx); err != nil {
 				return err
@@ -286,6 +336,31 @@ func swapTogether(ctx context.Context, rs []*Runner) error {
 	})
 	if err != nil {
 		return fmt.Errorf("cut-over: %w", err)
+	}
+	return nil
+}
+
+// verifyAll applies each run's backlog and compares the rows changed since
+// its checksum, in up to passes rounds over the runs, until each has few
+// left for the lock (Runner.cutover does so for one).
+func verifyAll(ctx context.Context, rs []*Runner, passes int) error {
+	for pass := 0; pass < passes; pass++ {
+		again := false
+		for _, r := range rs {
+			if err := r.waitBacklog(ctx, 200); err != nil {
+				return err
+			}
+			if pass > 0 && r.tracker.Len() <= verifyBatch {
+				continue
+			}
+			if err := r.verifyChanged(ctx); err != nil {
+				return err
+			}
+			again = again || r.tracker.Len() > verifyBatch
+		}
+		if !again {
+			return nil
+		}
 	}
 	return nil
 }

@@ -81,6 +81,7 @@ type ksShape struct {
 	invisible []bool // INVISIBLE columns, in the order of cols()
 	autoinc   bool   // k0 is AUTO_INCREMENT
 	alt       bool   // on the sandbox's alt server (testdb.AltEnv)
+	triggers  bool   // changes captured by triggers (--capture=triggers)
 	// unique: the key is a UNIQUE KEY and the table has no primary key
 	// (sluice then finds rows by that index).
 	unique bool
@@ -138,8 +139,12 @@ func (sh *ksShape) String() string {
 	if sh.alt {
 		server = ", on the alt server"
 	}
-	return fmt.Sprintf("%s; %d rows wanted, %d writers, ALTER %q, chunk %s, %d copy workers%s",
-		sh.createTable("ks"), sh.rows, sh.writers, sh.alter, sh.chunk, sh.workers, server)
+	capture := ""
+	if sh.triggers {
+		capture = ", changes captured by triggers"
+	}
+	return fmt.Sprintf("%s; %d rows wanted, %d writers, ALTER %q, chunk %s, %d copy workers%s%s",
+		sh.createTable("ks"), sh.rows, sh.writers, sh.alter, sh.chunk, sh.workers, capture, server)
 }
 
 // tag prefixes every failure message.
@@ -251,6 +256,16 @@ func ksRandomShape(seed uint64) ksShape {
 		case 1:
 			sh.alter, sh.dropped = "ADD COLUMN zz INT NOT NULL DEFAULT 0, DROP PRIMARY KEY, ADD PRIMARY KEY (`zz`, "+old+"), ADD KEY `ks_old` ("+old+")", ""
 		}
+	}
+	// A quarter of the shapes with writers capture changes by triggers (a
+	// stream of its own too); SLUICE_KEYSHAPE_CAPTURE=triggers|binlog
+	// forces one way.
+	sh.triggers = sh.writers > 0 && rand.New(rand.NewPCG(seed, 0x747267)).IntN(4) == 0
+	switch os.Getenv("SLUICE_KEYSHAPE_CAPTURE") {
+	case "triggers":
+		sh.triggers = true
+	case "binlog":
+		sh.triggers = false
 	}
 	return sh
 }
@@ -466,6 +481,9 @@ func ksRunOn(t *testing.T, db *testdb.DB, sh ksShape) {
 			refusals = append(refusals, ty.refuse)
 		}
 	}
+	if sh.triggers && slices.ContainsFunc(sh.key, func(ty ksType) bool { return strings.HasPrefix(ty.ddl, "TIMESTAMP") }) {
+		refusals = append(refusals, "is a TIMESTAMP")
+	}
 	refuse := strings.Join(refusals, " or ")
 	if refuse != "" {
 		sh.writers = 0
@@ -507,6 +525,9 @@ func ksRunOn(t *testing.T, db *testdb.DB, sh ksShape) {
 
 	cfg := config(t, db, "ks", sh.alter)
 	cfg.ChunkTime, cfg.CopyWorkers = sh.chunk, sh.workers
+	if sh.triggers {
+		cfg.Capture = migration.CaptureTriggers
+	}
 	if refuse != "" {
 		r, err := migration.New(cfg)
 		if err == nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -43,20 +44,23 @@ group migrated together (--table repeated): the group swaps once all may.`,
 			}
 			defer db.Close()
 			out := c.OutOrStdout()
+			var errs []error // each table is told, whatever another says
 			for _, table := range f.tables {
 				if cancel {
 					if err := migration.CancelCutover(c.Context(), db, database, table); err != nil {
-						return err
+						errs = append(errs, err)
+						continue
 					}
 					fmt.Fprintf(out, "sluice: asked the migration of %s.%s to cancel; it drops its new table and leaves the original unchanged\n", database, table)
 					continue
 				}
 				if err := migration.TriggerCutover(c.Context(), db, database, table); err != nil {
-					return err
+					errs = append(errs, err)
+					continue
 				}
 				fmt.Fprintf(out, "sluice: the migration of %s.%s may cut over now; its own output says when the tables are swapped\n", database, table)
 			}
-			return nil
+			return errors.Join(errs...)
 		},
 	}
 	serverFlags(c, &f)
