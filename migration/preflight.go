@@ -542,6 +542,9 @@ func (r *Runner) shadowReady(ctx context.Context) error {
 	if err := r.checkShadowVolatile(); err != nil {
 		return err
 	}
+	if err := r.checkFills(ctx); err != nil { // fills.go
+		return err
+	}
 	if err := r.noteNamedChecks(ctx); err != nil {
 		return err
 	}

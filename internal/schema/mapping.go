@@ -16,12 +16,14 @@ type Pair struct {
 // Mapping says how rows of Source become rows of Target. Columns of Target
 // without a pair (added, or generated) take their defaults or are computed;
 // Fills are the added NOT NULL columns without a DEFAULT, which an INSERT
-// must name (strict mode refuses to leave them out).
+// must name (strict mode refuses to leave them out); Unfilled are those of
+// them that have no implicit value (spatial types), which no copy can fill.
 type Mapping struct {
-	Source *Table
-	Target *Table
-	Pairs  []Pair
-	Fills  []Fill
+	Source   *Table
+	Target   *Table
+	Pairs    []Pair
+	Fills    []Fill
+	Unfilled []Column
 }
 
 // Fill gives an added column the value a native ALTER gives existing rows:
@@ -31,14 +33,24 @@ type Fill struct {
 	Expr string
 }
 
-// ImplicitDefault returns the value MySQL gives existing rows for a column
-// added NOT NULL without a DEFAULT (0, the empty string, an ENUM's first member), as SQL,
-// and false for the types where sluice does not write one (temporal, JSON,
-// spatial: the copy then fails and says so). It is pure.
+// ImplicitDefault returns the value the server's own ALTER gives existing
+// rows for a column added NOT NULL without a DEFAULT (0, the empty string,
+// an ENUM's first member, a zero time or date, JSON null), as SQL, and false
+// for the spatial types, which have none (the server's ALTER refuses them).
+// A zero date is one the server's sql_mode may refuse (ZeroDate). It is
+// pure.
 func ImplicitDefault(c Column) (string, bool) {
 	switch c.DataType {
 	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "float", "double", "bit", "year":
 		return "0", true
+	case "time":
+		return "'00:00:00'", true
+	case "date":
+		return "'0000-00-00'", true
+	case "datetime", "timestamp":
+		return "'0000-00-00 00:00:00'", true
+	case "json": // MySQL's; MariaDB's JSON is a LONGTEXT
+		return "CAST('null' AS JSON)", true
 	case "char", "varchar", "binary", "varbinary", "tinytext", "text", "mediumtext", "longtext",
 		"tinyblob", "blob", "mediumblob", "longblob", "set":
 		return "''", true
@@ -78,6 +90,8 @@ func NewMapping(src, dst *Table, source func(newName string) (string, bool)) *Ma
 		}
 		if expr, ok := ImplicitDefault(to); ok {
 			m.Fills = append(m.Fills, Fill{To: to, Expr: expr})
+		} else {
+			m.Unfilled = append(m.Unfilled, to)
 		}
 	}
 	return m
@@ -113,4 +127,14 @@ func (m *Mapping) SelectColumns() string {
 func (m *Mapping) CopySQL() string {
 	return "INSERT INTO " + m.Target.Quoted() + " (" + m.InsertColumns() + ") SELECT " + m.SelectColumns() +
 		" FROM " + m.Source.Quoted() + m.Source.KeyHint() + " WHERE "
+}
+
+// ZeroDate reports whether the fill writes a zero date, which a server whose
+// sql_mode has NO_ZERO_DATE refuses in its own ALTER.
+func (f Fill) ZeroDate() bool {
+	switch f.To.DataType {
+	case "date", "datetime", "timestamp":
+		return true
+	}
+	return false
 }

@@ -31,8 +31,12 @@ func TestImplicitDefault(t *testing.T) {
 		{Column{DataType: "blob"}, "''", true},
 		{Column{DataType: "enum", ColumnType: "enum('p','q')"}, "'p'", true},
 		{Column{DataType: "set", ColumnType: "set('p','q')"}, "''", true},
-		{Column{DataType: "date"}, "", false},
-		{Column{DataType: "json"}, "", false},
+		{Column{DataType: "date"}, "'0000-00-00'", true},
+		{Column{DataType: "timestamp"}, "'0000-00-00 00:00:00'", true},
+		{Column{DataType: "time"}, "'00:00:00'", true},
+		{Column{DataType: "json"}, "CAST('null' AS JSON)", true},
+		{Column{DataType: "point"}, "", false},
+		{Column{DataType: "geometry"}, "", false},
 	} {
 		got, ok := ImplicitDefault(c.col)
 		if got != c.want || ok != c.ok {

@@ -1,0 +1,55 @@
+package migration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// checkFills refuses, before a row is copied, an ALTER whose copy could only
+// fail once rows are copied: an added NOT NULL column without a DEFAULT and
+// without an implicit value (a spatial one), or whose implicit value is a
+// zero date the server's sql_mode refuses, both of which the server's own
+// ALTER refuses too; then it copies the first rows into the fresh shadow in
+// a transaction it rolls back, so that a value the new table refuses (a
+// CHECK constraint, a conversion strict mode rejects) stops the run here, in
+// one line, rather than in the middle of the copy.
+func (r *Runner) checkFills(ctx context.Context) error {
+	if len(r.mapping.Unfilled) > 0 {
+		c := r.mapping.Unfilled[0]
+		return preflightErr("column %s (%s) is added NOT NULL without a DEFAULT, and its type has no implicit value for the rows the table holds (the server's own ALTER refuses it too): add it NULL, or give it a DEFAULT",
+			c.Name, c.ColumnType)
+	}
+	for _, f := range r.mapping.Fills {
+		if !f.ZeroDate() {
+			continue
+		}
+		var mode string
+		if err := r.db.QueryRowContext(ctx, "SELECT @@GLOBAL.sql_mode").Scan(&mode); err != nil {
+			return fmt.Errorf("%w: read the server's sql_mode: %w", ErrPreflight, err)
+		}
+		if strings.Contains(mode, "NO_ZERO_DATE") && strings.Contains(mode, "STRICT_") {
+			return preflightErr("column %s (%s) is added NOT NULL without a DEFAULT: the server's own ALTER would give the rows the table holds a zero date, which its sql_mode (%s) refuses; give it a DEFAULT, or add it NULL",
+				f.To.Name, f.To.ColumnType, mode)
+		}
+		break
+	}
+	if r.resume != nil {
+		return nil // the shadow holds the earlier run's rows
+	}
+	return r.trialCopy(ctx)
+}
+
+// trialCopy copies the original's first rows into the empty shadow in a
+// transaction it rolls back.
+func (r *Runner) trialCopy(ctx context.Context) error {
+	tx, err := r.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, r.mapping.CopySQL()+"1 LIMIT 20"); err != nil {
+		return preflightErr("copying the first rows of %s into the new table fails, so no row is copied (nothing changed): %v; check the ALTER with sluice plan", r.orig.Name, err)
+	}
+	return tx.Rollback()
+}
