@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -362,9 +363,16 @@ func (s *Streamer) handleRows(typ replication.EventType, e *replication.RowsEven
 	keys := make([]rowkey.Key, 0, len(e.Rows))
 	present := make([]bool, 0, len(e.Rows))
 	for i, row := range e.Rows {
-		if update && i%2 == 1 && s.keySkipped(e, i) {
-			present[len(present)-1] = !s.inXA // the before image's key, unchanged
-			continue
+		if update && i%2 == 1 {
+			switch skipped := s.keySkipped(e, i); {
+			case skipped == len(s.cfg.Key):
+				present[len(present)-1] = !s.inXA // the before image's key, unchanged
+				continue
+			case skipped > 0:
+				// A partial after image (MINIMAL) holds the key columns the
+				// update set: the new key is the before image's with them.
+				row = s.withBeforeKey(e, row, e.Rows[i-1], i)
+			}
 		}
 		k, err := s.cfg.Key.FromBinlog(row)
 		if err != nil {
@@ -384,20 +392,31 @@ func (s *Streamer) handleRows(typ replication.EventType, e *replication.RowsEven
 	return nil
 }
 
-// keySkipped reports whether row image i of e lacks a key column (the
-// session's binlog_row_image left it out).
-func (s *Streamer) keySkipped(e *replication.RowsEvent, i int) bool {
+// keySkipped counts the key columns row image i of e lacks (the session's
+// binlog_row_image left them out).
+func (s *Streamer) keySkipped(e *replication.RowsEvent, i int) int {
 	if i >= len(e.SkippedColumns) {
-		return false
+		return 0
 	}
-	for _, skipped := range e.SkippedColumns[i] {
-		for _, k := range s.cfg.Key {
-			if skipped == k.Ordinal-1 {
-				return true
-			}
+	n := 0
+	for _, k := range s.cfg.Key {
+		if slices.Contains(e.SkippedColumns[i], k.Ordinal-1) {
+			n++
 		}
 	}
-	return false
+	return n
+}
+
+// withBeforeKey returns after image i of e with the key columns it lacks
+// taken from before, the update's before image (which holds the whole key).
+func (s *Streamer) withBeforeKey(e *replication.RowsEvent, after, before []any, i int) []any {
+	row := slices.Clone(after)
+	for _, k := range s.cfg.Key {
+		if o := k.Ordinal - 1; slices.Contains(e.SkippedColumns[i], o) && o < len(row) && o < len(before) {
+			row[o] = before[o]
+		}
+	}
+	return row
 }
 
 // advance moves the position forward to p (a zero p: nowhere) and records
