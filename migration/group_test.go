@@ -348,3 +348,57 @@ func TestDeathOfAGroup(t *testing.T) {
 		t.Errorf("rows without the new columns' defaults: %d (%v)", bad, err)
 	}
 }
+
+// TestGroupPostponed: a group started with a postponed cut-over swaps only
+// once every table's cut-over is let go: one let go alone waits for the
+// other, and changes keep reaching both new tables meanwhile.
+func TestGroupPostponed(t *testing.T) {
+	db := testdb.New(t)
+	db.SkipUnless(t, dbconn.MySQL, "several tables in one cut-over need RENAME under LOCK TABLES")
+	for _, tb := range []string{"t1", "t2"} {
+		db.MustExec(t, "CREATE TABLE "+tb+" (id INT PRIMARY KEY, v INT)")
+		db.Fill(t, tb, 500, "n, n")
+	}
+	var postponed atomic.Int32
+	cfgs := []migration.Config{config(t, db, "t1", "ADD COLUMN x INT"), config(t, db, "t2", "ADD COLUMN y INT")}
+	for i := range cfgs {
+		cfgs[i].PostponeCutover = true
+		cfgs[i].OnPhase = func(name string) {
+			if name == "postponed" {
+				postponed.Add(1)
+			}
+		}
+	}
+	errc := make(chan error, 1)
+	go func() { _, err := migration.RunGroup(context.Background(), cfgs); errc <- err }()
+	deadline := time.Now().Add(time.Minute)
+	for postponed.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the group's runs did not both reach the postponed cut-over within a minute")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := migration.TriggerCutover(context.Background(), db.DB, db.Name, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	db.MustExec(t, "UPDATE t1 SET v = -1 WHERE id = 7", "DELETE FROM t2 WHERE id = 8")
+	time.Sleep(1500 * time.Millisecond)
+	if got := columns(t, db, "t1"); got != "id,v" {
+		t.Fatalf("t1 was swapped (%s) before t2's cut-over was let go", got)
+	}
+	if err := migration.TriggerCutover(context.Background(), db.DB, db.Name, "t2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ended(t, errc, time.Minute, "after both cut-overs were let go"); err != nil {
+		t.Fatal(err)
+	}
+	if got1, got2 := columns(t, db, "t1"), columns(t, db, "t2"); got1 != "id,v,x" || got2 != "id,v,y" {
+		t.Errorf("columns after the group: t1 %s, t2 %s", got1, got2)
+	}
+	var v, n int
+	db.QueryRow("SELECT v FROM t1 WHERE id = 7").Scan(&v)
+	db.QueryRow("SELECT COUNT(*) FROM t2").Scan(&n)
+	if v != -1 || n != 499 {
+		t.Errorf("changes made while the cut-over waited did not reach the new tables: t1 v=%d, t2 rows %d", v, n)
+	}
+}
