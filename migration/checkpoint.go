@@ -130,7 +130,7 @@ func (cp *checkpoint) spans() ([]ranges.Span, error) {
 // createCheckpointTable creates _T_ckpt; one that exists is an error.
 func (r *Runner) createCheckpointTable(ctx context.Context) error {
 	comment := fmt.Sprintf("sluice checkpoint of the migration of %s: run the same sluice migrate again to resume, or with --restart", r.orig.Name)
-	_, err := r.db.ExecContext(ctx, "CREATE TABLE "+dbconn.QuoteTable(r.cfg.Database, r.names.Checkpoint)+
+	err := r.execToEnd(ctx, "CREATE TABLE "+dbconn.QuoteTable(r.cfg.Database, r.names.Checkpoint)+
 		" (id TINYINT UNSIGNED NOT NULL PRIMARY KEY, body LONGTEXT NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) COMMENT="+
 		dbconn.QuoteString(comment))
 	if err != nil {

@@ -31,7 +31,7 @@ func RunGroup(ctx context.Context, cfgs []Config) ([]Result, error) {
 	if err := validateGroup(cfgs); err != nil {
 		return nil, err
 	}
-	g := &group{n: len(cfgs), done: make(chan struct{})}
+	g := &group{n: len(cfgs), done: make(chan struct{}), allPassed: make(chan struct{}), passedBy: map[*Runner]bool{}}
 	runners := make([]*Runner, len(cfgs))
 	for i, cfg := range cfgs {
 		if cfg.Method == "" || cfg.Method == "auto" {
@@ -154,6 +154,39 @@ type group struct {
 	started bool
 	done    chan struct{} // closed once err is set
 	err     error
+	// allPassed is closed once every run has passed its preflight (or
+	// ended): only then does any make a table.
+	allPassed chan struct{}
+	passedBy  map[*Runner]bool
+}
+
+// passed is the group's first meeting: r has passed its preflight, and
+// waits until every other run has too, so that a table refused at preflight
+// stops the group before any run has made a table. Nil for a run alone.
+func (g *group) passed(ctx context.Context, r *Runner) error {
+	if g == nil {
+		return nil
+	}
+	g.pass(r)
+	select {
+	case <-g.allPassed:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// pass counts r as past its preflight, once.
+func (g *group) pass(r *Runner) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.passedBy[r] {
+		return
+	}
+	g.passedBy[r] = true
+	if len(g.passedBy) == g.n {
+		close(g.allPassed)
+	}
 }
 
 // member is a runner waiting at the cut-over, with its run's context.
@@ -208,6 +241,7 @@ func (g *group) arrive(ctx context.Context, r *Runner) error {
 // no longer holds the others back (a failure stops them through the
 // context, and the swap is not made).
 func (g *group) finished(r *Runner, err error) {
+	g.pass(r) // one that ended in its preflight holds no one back (a failure stops them)
 	g.mu.Lock()
 	if slices.ContainsFunc(g.arrived, func(m member) bool { return m.r == r }) || slices.Contains(g.gone, r) {
 		g.mu.Unlock()

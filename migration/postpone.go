@@ -30,7 +30,7 @@ func (r *Runner) createPostpone(ctx context.Context) error {
 	comment := fmt.Sprintf("sluice waits to cut over %s while this table exists: drop it to cut over", r.orig.Name)
 	q := fmt.Sprintf("CREATE TABLE %s (action VARCHAR(16) NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) COMMENT=%s",
 		dbconn.QuoteTable(r.cfg.Database, r.names.Postpone), dbconn.QuoteString(comment))
-	if _, err := r.db.ExecContext(ctx, q); err != nil {
+	if err := r.execToEnd(ctx, q); err != nil {
 		return fmt.Errorf("create the postponed cut-over's table %s: %w", r.names.Postpone, err)
 	}
 	r.postponeCreated = true

@@ -434,7 +434,7 @@ func (r *Runner) createShadow(ctx context.Context) error {
 		return err
 	}
 	shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
-	if _, err := r.db.ExecContext(ctx, "CREATE TABLE "+shadowQ+" LIKE "+r.orig.Quoted()); err != nil {
+	if err := r.execToEnd(ctx, "CREATE TABLE "+shadowQ+" LIKE "+r.orig.Quoted()); err != nil {
 		if dbconn.ErrorNumber(err) == dbconn.ErrTableExists {
 			return preflightErr("table %s already exists: another migration of %s is running", r.names.Shadow, r.orig.Name)
 		}
@@ -553,6 +553,17 @@ func (r *Runner) shadowReady(ctx context.Context) error {
 	}
 	r.log.Info("shadow table ready", "table", r.names.Shadow, "columns_copied", len(r.mapping.Pairs))
 	return nil
+}
+
+// execToEnd runs a statement that makes a table of sluice's to its end, even
+// when ctx is cancelled meanwhile: a statement cut short on the client may
+// still run in the server, and the table it makes would be left behind;
+// run to its end, its outcome is known, and teardown drops what it made.
+func (r *Runner) execToEnd(ctx context.Context, q string) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	_, err := r.db.ExecContext(cctx, q)
+	return err
 }
 
 // rowKeyName names the key t's rows are found by, for a message.

@@ -146,6 +146,9 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 	if err := r.runPhase(ctx, "preflight", r.preflight); err != nil || r.res.AlreadyDone {
 		return r.res, err
 	}
+	if err := r.group.passed(ctx, r); err != nil { // group.go
+		return r.res, err
+	}
 	if r.path != plan.PathCopy {
 		name, fn := "instant", r.runInstant
 		if r.path == plan.PathInplace {

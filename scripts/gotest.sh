@@ -12,7 +12,7 @@ rc=$?
 
 echo
 echo "=== go test failed (exit $rc); in short:"
-grep -E '^(--- FAIL|FAIL|panic:)|^\s+[a-z_]+_test\.go:[0-9]+:' "$log" | head -n 60
+grep -E '^\s*--- FAIL|^(FAIL|panic:)|^\s+[a-z_]+_test\.go:[0-9]+:' "$log" | head -n 60
 awk '
 	/^panic: test timed out/ { timed = 1 }
 	timed && /^\trunning tests:/ { print; running = 1; next }
