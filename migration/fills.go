@@ -51,6 +51,9 @@ func (r *Runner) trialCopy(ctx context.Context) error {
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, r.mapping.CopySQL()+"1 LIMIT 20"); err != nil {
+		if ctx.Err() != nil {
+			return err // cancelled, not refused
+		}
 		if dbconn.ErrorNumber(err) == dbconn.ErrDupEntry {
 			return nil // rows that collide under a new key: the run's own checks say so, in their words
 		}

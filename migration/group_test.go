@@ -115,7 +115,7 @@ func TestGroupSwapsTogetherWithWriters(t *testing.T) {
 	for i, r := range res {
 		t.Logf("table %d: copied %d, applied %d, changed rows verified %d, lock held %s, lock attempts %d",
 			i+1, r.RowsCopied, r.KeysApplied, r.ChangedRowsVerified, r.CutoverLock, r.LockAttempts)
-		if r.RowsCopied < 20000 || r.KeysApplied == 0 {
+		if r.RowsCopied < 15000 || r.KeysApplied == 0 { // (the writers delete rows too)
 			t.Errorf("table %d: copied %d rows, applied %d keys: the test proves little", i+1, r.RowsCopied, r.KeysApplied)
 		}
 	}
@@ -305,13 +305,27 @@ func TestDeathOfAGroup(t *testing.T) {
 	if err, killed := c.killIn("copy", 800*time.Millisecond); !killed {
 		t.Fatalf("the first run was not killed during the copy (%v):\n%s", err, c.out)
 	}
+	// Each table whose run recorded a position before the kill must resume.
+	var recorded []string
+	for _, tb := range []string{"t1", "t2"} {
+		var n int
+		db.QueryRow("SELECT COUNT(*) FROM `"+schema.NamesFor(tb).Checkpoint+"` WHERE body NOT LIKE '%\"file\":\"\"%'").Scan(&n)
+		if n > 0 {
+			recorded = append(recorded, tb)
+		}
+	}
+	if len(recorded) == 0 {
+		t.Fatalf("no table's run recorded a checkpoint before the kill: the test proves no resume:\n%s", c.out)
+	}
 	job.Die = "renamed"
 	c = startChild(t, job)
 	err := <-c.done
 	if code := c.cmd.ProcessState.ExitCode(); code != 9 {
 		t.Fatalf("the second run did not die after its RENAME (exit %d, %v):\n%s", code, err, c.out)
 	}
-	for _, ckpt := range []string{"checkpoint=" + schema.NamesFor("t1").Checkpoint, "checkpoint=" + schema.NamesFor("t2").Checkpoint} {
+	t.Logf("tables with a checkpoint at the kill: %v", recorded)
+	for _, tb := range recorded {
+		ckpt := "checkpoint=" + schema.NamesFor(tb).Checkpoint
 		if !slices.ContainsFunc(strings.Split(c.out.String(), "\n"), func(l string) bool {
 			return strings.Contains(l, "resuming the earlier run from its checkpoint") && strings.Contains(l, ckpt)
 		}) {

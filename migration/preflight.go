@@ -447,6 +447,9 @@ func (r *Runner) createShadow(ctx context.Context) error {
 		}
 	}
 	if _, err := r.db.ExecContext(ctx, "ALTER TABLE "+shadowQ+" "+r.alter.Clause); err != nil {
+		if ctx.Err() != nil {
+			return err // cancelled, not refused
+		}
 		return preflightErr("the ALTER does not apply to %s: %v", r.orig.Name, err)
 	}
 	var err error
