@@ -309,7 +309,7 @@ func TestDeathOfAGroup(t *testing.T) {
 	var recorded []string
 	for _, tb := range []string{"t1", "t2"} {
 		var n int
-		db.QueryRow("SELECT COUNT(*) FROM `"+schema.NamesFor(tb).Checkpoint+"` WHERE body NOT LIKE '%\"file\":\"\"%'").Scan(&n)
+		db.QueryRow("SELECT COUNT(*) FROM `" + schema.NamesFor(tb).Checkpoint + "` WHERE body NOT LIKE '%\"file\":\"\"%'").Scan(&n)
 		if n > 0 {
 			recorded = append(recorded, tb)
 		}
