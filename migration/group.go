@@ -84,10 +84,10 @@ func RunGroup(ctx context.Context, cfgs []Config) ([]Result, error) {
 	return results, nil
 }
 
-// stoppedBy is why the runs of a group stop when one of them failed. When
-// that one was refused at preflight, a run stopped so keeps its new table
-// and checkpoint, if it recorded one, for the run after the fix
-// (resumable); otherwise they go, as a single run's do.
+// stoppedBy is why the runs of a group stop when one of them failed. A
+// refusal at preflight comes before any run has made a table (passed), so a
+// resumed run stopped by it has not yet taken up the earlier run's work,
+// which stays for the run after the fix.
 type stoppedBy struct {
 	table string
 	err   error

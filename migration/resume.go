@@ -271,11 +271,7 @@ func (r *Runner) dropPrevious(ctx context.Context, cp *checkpoint) error {
 // shadow and checkpoint for the next run: the cut-over could not get its
 // lock before the deadline, or a connection was lost.
 func resumable(err error) bool {
-	// A run of a group stopped because another table's was refused at
-	// preflight keeps its work for the run after the fix (group.go).
-	var sb *stoppedBy
-	return errors.Is(err, mdl.ErrDeadline) || dbconn.ConnectionLost(err) || errors.Is(err, ErrChildrenOnShadow) ||
-		errors.As(err, &sb) && errors.Is(sb.err, ErrPreflight)
+	return errors.Is(err, mdl.ErrDeadline) || dbconn.ConnectionLost(err) || errors.Is(err, ErrChildrenOnShadow)
 }
 
 // resumeShadow takes up the shadow of the checkpoint: the indexes still to
