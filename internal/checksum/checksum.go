@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -270,77 +269,4 @@ func hashes(cfg Config) rowHashes {
 	cast := converted || mixedText(srcCols) || mixedText(dstCols)
 	h.src, h.dst = rowHash(srcCols, cast), rowHash(dstCols, cast)
 	return h
-}
-
-// KeyOutcome is what CompareKeys found for one key.
-type KeyOutcome struct {
-	Key            rowkey.Key
-	Source, Target bool // a row with the key is in the original, in the new table
-	Same           bool // both or neither, and their hashes agree
-}
-
-// CompareKeys compares the rows of keys in both tables, row by row, on q,
-// which must see both tables as of one instant (a consistent snapshot, or
-// under a lock that stops every write), and returns an outcome for each key,
-// in the order of keys. Each table is read by one statement that names it
-// once (LOCK TABLES allows no more), selecting the rows by the predicate the
-// apply uses (rowkey.Cols.InList); each row is told which requested keys it
-// answers by testing each key's own predicate on it, not by the key's text:
-// the binlog and the server may spell one value differently ('12:00:00' and
-// '12:00:00.000').
-func CompareKeys(ctx context.Context, q dbconn.Querier, cfg Config, keys []rowkey.Key) ([]KeyOutcome, error) {
-	if len(keys) == 0 {
-		return nil, nil
-	}
-	h := hashes(cfg)
-	var which []string
-	var args []any
-	for i, k := range keys {
-		where, a := cfg.Key.InList([]rowkey.Key{k})
-		which = append(which, fmt.Sprintf("IF(%s, %d, NULL)", where, i))
-		args = append(args, a...)
-	}
-	in, inArgs := cfg.Key.InList(keys)
-	args = append(args, inArgs...)
-	read := func(table *schema.Table, hash string) (map[int]string, error) {
-		rows, err := q.QueryContext(ctx, "SELECT CONCAT_WS(',', "+strings.Join(which, ", ")+"), "+hash+
-			" FROM "+table.Quoted()+" WHERE "+in, args...)
-		if err != nil {
-			return nil, fmt.Errorf("compare changed rows of %s: %w", table.Name, err)
-		}
-		defer rows.Close()
-		out := map[int]string{}
-		for rows.Next() {
-			var list, hv string
-			if err := rows.Scan(&list, &hv); err != nil {
-				return nil, fmt.Errorf("compare changed rows of %s: %w", table.Name, err)
-			}
-			for _, f := range strings.Split(list, ",") {
-				i, err := strconv.Atoi(f)
-				if err != nil || i < 0 || i >= len(keys) {
-					return nil, fmt.Errorf("compare changed rows of %s: a row answers no requested key (%q)", table.Name, list)
-				}
-				if _, twice := out[i]; twice {
-					return nil, fmt.Errorf("compare changed rows of %s: key %v selects more than one row", table.Name, keys[i])
-				}
-				out[i] = hv
-			}
-		}
-		return out, rows.Err()
-	}
-	src, err := read(cfg.Mapping.Source, h.src)
-	if err != nil {
-		return nil, err
-	}
-	dst, err := read(cfg.Mapping.Target, h.dst)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]KeyOutcome, len(keys))
-	for i, k := range keys {
-		a, inSrc := src[i]
-		b, inDst := dst[i]
-		out[i] = KeyOutcome{Key: k, Source: inSrc, Target: inDst, Same: inSrc == inDst && a == b}
-	}
-	return out, nil
 }

@@ -434,3 +434,18 @@ func (cs Cols) Integer() (unsigned, ok bool) {
 	}
 	return cs[0].kind == kindUnsigned, true
 }
+
+// Exact reports whether two keys of cs that Encode alike stand for the same
+// row: every key column is an integer (ENUM, SET and BIT by number), a
+// character string (its raw bytes in the column's charset) or a binary
+// string. A temporal or DECIMAL key is text whose spelling varies ('12:00'
+// and '12:00:00.000'), and a TIMESTAMP's text is one of two instants in a
+// daylight-saving fold.
+func (cs Cols) Exact() bool {
+	for _, c := range cs {
+		if c.kind == kindText {
+			return false
+		}
+	}
+	return true
+}
