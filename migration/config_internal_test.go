@@ -26,6 +26,13 @@ func TestCheckServer(t *testing.T) {
 			t.Errorf("MariaDB %s refused: %v", version, err)
 		}
 	}
+	for _, image := range []string{"MINIMAL", "noblob", "FULL_NODUP"} {
+		v := ok
+		v.RowImage, v.SessionImage = image, image
+		if err := CheckServer(v); err != nil {
+			t.Errorf("binlog_row_image=%s refused: %v", image, err)
+		}
+	}
 	for _, do := range [][]string{{"shop"}, {"a", "shop"}, {"SHOP"}} {
 		v := ok
 		v.Database, v.BinlogDoDB, v.LowerCaseNames = "shop", do, 1
@@ -40,8 +47,8 @@ func TestCheckServer(t *testing.T) {
 		{func(v *ServerVars) { v.LogBin = "0" }, "binary log is off"},
 		{func(v *ServerVars) { v.Format = "STATEMENT" }, "binlog_format is STATEMENT"},
 		{func(v *ServerVars) { v.Format = "MIXED" }, "binlog_format is MIXED"},
-		{func(v *ServerVars) { v.RowImage = "MINIMAL" }, "binlog_row_image is MINIMAL"},
-		{func(v *ServerVars) { v.SessionImage = "NOBLOB" }, "binlog_row_image=NOBLOB"},
+		{func(v *ServerVars) { v.RowImage = "PARTIAL" }, "binlog_row_image is PARTIAL, which sluice does not know"},
+		{func(v *ServerVars) { v.SessionImage = "COMPACT" }, "binlog_row_image=COMPACT, which sluice does not know"},
 		{func(v *ServerVars) { v.Version = "8.0.12" }, "8.0.13 or later"},
 		{func(v *ServerVars) { v.Version = "10.5.27-MariaDB" }, "MariaDB 10.6 or later"},
 		{func(v *ServerVars) { v.Version, v.VersionComment = "10.4.34", "MariaDB Server" }, "MariaDB 10.6 or later"},

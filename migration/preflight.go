@@ -73,6 +73,14 @@ func filtered(database string, do, ignore []string, fold bool) bool {
 	return (len(do) > 0 && !in(do)) || in(ignore)
 }
 
+// rowImages are the binlog_row_image values whose row events hold every
+// key sluice needs: it reads only the keys of changed rows, which FULL logs
+// whole, NOBLOB too (a key has no BLOB or TEXT column), MINIMAL in every
+// before image and in the after images of inserts (but for a key column an
+// INSERT leaves to its DEFAULT, refused when it is read) and of the updates
+// that change it, and MariaDB's FULL_NODUP in full before images.
+var rowImages = map[string]bool{"FULL": true, "NOBLOB": true, "MINIMAL": true, "FULL_NODUP": true}
+
 // readServerVars reads the settings preflight checks.
 func readServerVars(ctx context.Context, db *sql.DB, database string) (ServerVars, error) {
 	v := ServerVars{Database: database}
@@ -137,14 +145,14 @@ func CheckServer(v ServerVars) error {
 	if !strings.EqualFold(v.Format, "ROW") {
 		return preflightErr("binlog_format is %s; set GLOBAL binlog_format=ROW (and restart the application's connections)", v.Format)
 	}
-	if !strings.EqualFold(v.RowImage, "FULL") {
-		return preflightErr("binlog_row_image is %s; set GLOBAL binlog_row_image=FULL", v.RowImage)
+	if !rowImages[strings.ToUpper(v.RowImage)] {
+		return preflightErr("binlog_row_image is %s, which sluice does not know; set GLOBAL binlog_row_image=FULL", v.RowImage)
 	}
 	if v.SessionFormat != "" && !strings.EqualFold(v.SessionFormat, "ROW") {
 		return preflightErr("sluice's own session has binlog_format=%s; remove that setting from its connection options", v.SessionFormat)
 	}
-	if v.SessionImage != "" && !strings.EqualFold(v.SessionImage, "FULL") {
-		return preflightErr("sluice's own session has binlog_row_image=%s; remove that setting from its connection options", v.SessionImage)
+	if v.SessionImage != "" && !rowImages[strings.ToUpper(v.SessionImage)] {
+		return preflightErr("sluice's own session has binlog_row_image=%s, which sluice does not know; remove that setting from its connection options", v.SessionImage)
 	}
 	if filtered(v.Database, v.BinlogDoDB, v.BinlogIgnoreDB, v.LowerCaseNames != 0) {
 		return preflightErr("the server's binlog filters (binlog-do-db=%s, binlog-ignore-db=%s) leave database %s out of the binary log, so sluice could not see its changes; remove the filter",

@@ -217,7 +217,7 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 		if o.CaptureTriggers {
 			p.Why = strings.Replace(p.Why, "applies changes from the binlog", "applies the changes its triggers record", 1)
 		} else {
-			p.Settings = append(p.Settings, Setting{"binlog_format", "ROW (checked)"}, Setting{"binlog_row_image", "FULL (checked)"})
+			p.Settings = append(p.Settings, Setting{"binlog_format", "ROW (checked)"}, Setting{"binlog_row_image", "FULL, NOBLOB or MINIMAL (checked)"})
 		}
 		p.Settings = append(p.Settings, d.Settings()...)
 		p.Settings = append(p.Settings, Setting{"lock_wait_timeout", fmt.Sprint(int(math.Ceil(cut.Seconds()))) + " (table locks)"})

@@ -188,7 +188,7 @@ func (cs Cols) FromBinlog(row []any) (Key, error) {
 		}
 		v := row[idx]
 		if v == nil {
-			return nil, fmt.Errorf("binlog row has no value for key column %s (is binlog_row_image NOBLOB/MINIMAL on a key column?)", c.Name)
+			return nil, fmt.Errorf("binlog row has no value for key column %s: a session with binlog_row_image=MINIMAL inserted a row leaving that column to its DEFAULT, so which row changed is unknown; have the application name every key column in its INSERTs, or log FULL or NOBLOB images, and run sluice again", c.Name)
 		}
 		var err error
 		k[i], err = c.fromBinlogValue(v)
