@@ -79,6 +79,13 @@ func Comparable(from, to schema.Column) bool {
 // differently. Character columns are read as bytes (a CAST that costs about a
 // third of the checksum) only when they differ in collation, which CONCAT
 // would refuse to join or convert; one character set joins as its own bytes.
+//
+// CONCAT and CONCAT_WS return NULL for a result longer than
+// max_allowed_packet, which BIT_XOR would skip: a row that large is hashed
+// by a last form, the CRC32 of its columns' own CRC32s (and NULL flags), which
+// builds no long string. (A converted value longer than max_allowed_packet
+// would still be NULL there; a column is converted only where its type
+// changed.)
 func rowHash(cols []Col, castText bool) string {
 	vals := make([]string, 0, len(cols)+1)
 	var nulls []string
@@ -97,11 +104,17 @@ func rowHash(cols []Col, castText bool) string {
 		}
 	}
 	fast := "CRC32(CONCAT(" + strings.Join(vals, ", '#', ") + "))"
-	if len(nulls) == 0 {
-		return fast + mix
+	per := make([]string, len(vals))
+	for i, v := range vals {
+		per[i] = "CRC32(" + v + ")"
 	}
-	vals = append(vals, "CONCAT("+strings.Join(nulls, ", ")+")")
-	return "COALESCE(" + fast + ", CRC32(CONCAT_WS('#', " + strings.Join(vals, ", ") + ")))" + mix
+	if len(nulls) == 0 {
+		return "COALESCE(" + fast + ", CRC32(CONCAT_WS('#', " + strings.Join(per, ", ") + ")))" + mix
+	}
+	flags := "CONCAT(" + strings.Join(nulls, ", ") + ")"
+	vals, per = append(vals, flags), append(per, flags)
+	return "COALESCE(" + fast + ", CRC32(CONCAT_WS('#', " + strings.Join(vals, ", ") + ")), CRC32(CONCAT_WS('#', " +
+		strings.Join(per, ", ") + ")))" + mix
 }
 
 // mix multiplies a row's CRC32 by an odd 32-bit constant (the product fits

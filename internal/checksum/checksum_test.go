@@ -36,9 +36,12 @@ func TestRowHash(t *testing.T) {
 		// A nullable column: rows with a NULL take the form with the NULL
 		// flags; a cast reads text as bytes.
 		{[]Col{{Name: "a", Nullable: true}, {Name: "b", Text: true}}, true,
-			"COALESCE(CRC32(CONCAT(`a`, '#', CAST(`b` AS BINARY))), CRC32(CONCAT_WS('#', `a`, CAST(`b` AS BINARY), CONCAT(ISNULL(`a`))))) * 2654435761"},
-		// No nullable column: CONCAT only; no cast: the column as it is.
-		{[]Col{{Name: "a"}, {Name: "b", Text: true}}, false, "CRC32(CONCAT(`a`, '#', `b`)) * 2654435761"},
+			"COALESCE(CRC32(CONCAT(`a`, '#', CAST(`b` AS BINARY))), CRC32(CONCAT_WS('#', `a`, CAST(`b` AS BINARY), CONCAT(ISNULL(`a`)))), " +
+				"CRC32(CONCAT_WS('#', CRC32(`a`), CRC32(CAST(`b` AS BINARY)), CONCAT(ISNULL(`a`))))) * 2654435761"},
+		// No nullable column: CONCAT, and the columns' CRC32s for a row
+		// longer than max_allowed_packet; no cast: the column as it is.
+		{[]Col{{Name: "a"}, {Name: "b", Text: true}}, false,
+			"COALESCE(CRC32(CONCAT(`a`, '#', `b`)), CRC32(CONCAT_WS('#', CRC32(`a`), CRC32(`b`)))) * 2654435761"},
 	}
 	for i, tc := range cases {
 		if got := rowHash(tc.cols, tc.cast); got != tc.want {

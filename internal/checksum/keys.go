@@ -183,6 +183,9 @@ func readExact(ctx context.Context, q dbconn.Querier, cfg Config, table *schema.
 			ok = false
 			continue
 		}
+		if raw[len(cfg.Key)] == nil {
+			return nil, false, fmt.Errorf("compare changed rows of %s: key %v: the row's hash is NULL", table.Name, keys[i])
+		}
 		out[i] = string(raw[len(cfg.Key)])
 	}
 	return out, ok, rows.Err()
