@@ -125,6 +125,12 @@ func (b *benchRun) keyRound(ctx context.Context, withLoad bool) error {
 		for _, kt := range keyTables {
 			out = append(out, step{name: "sluice MODIFY k BIGINT on " + kt.name, load: load, table: kt.name, ownLoad: true,
 				op: b.sluiceWith(kt.name, modifyK, nil)})
+			for _, bin := range b.o.Baselines {
+				out = append(out, step{name: "sluice MODIFY k BIGINT on " + kt.name + " [" + bin + "]", load: load, table: kt.name, ownLoad: true,
+					op: func(ctx context.Context) (opResult, error) {
+						return b.s.runSluiceOn(ctx, bin, kt.name, modifyK, append([]string(nil), b.o.SluiceArgs...))
+					}})
+			}
 		}
 		return out
 	}

@@ -139,6 +139,9 @@ type Config struct {
 	// name (preflight, shadow, capture, copy, index, catch-up, checksum,
 	// cut-over).
 	OnPhase func(name string)
+	// Observe, if set, is called by New with the run's Status, which may
+	// then be called at any time from any goroutine (the metrics endpoint).
+	Observe func(status func() Status)
 }
 
 // ErrConfig wraps every configuration error.

@@ -266,9 +266,12 @@ func (r *Runner) withLocks(ctx context.Context, what string, tables []string, sp
 	}
 	err := g.Run(ctx, what, func(ctx context.Context, lock *sql.Conn) (err error) {
 		r.lockAttempts.Add(1)
+		asked := time.Now()
 		if _, err := lock.ExecContext(ctx, "LOCK TABLES "+spec); err != nil {
+			r.lockWait.record(time.Since(asked))
 			return err
 		}
+		r.lockWait.record(time.Since(asked))
 		defer func() {
 			// Unlock even if ctx is done; if that fails, the error makes the
 			// guard discard the connection, which releases the locks.

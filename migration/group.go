@@ -349,6 +349,7 @@ func swapTogether(ctx context.Context, rs []*Runner) error {
 		// Each run's result counts the group's attempts.
 		for _, r := range rs[1:] {
 			r.lockAttempts.Add(lead.lockAttempts.Load() - attempts)
+			r.lockWait.record(time.Duration(lead.lockWait.longest.Load()))
 		}
 	}()
 	err := lead.withLocks(ctx, "cut-over", tables, strings.Join(spec, ", "), before, release, func(ctx context.Context, lock *sql.Conn) error {

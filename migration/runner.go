@@ -98,6 +98,11 @@ type Runner struct {
 	// lockAttempts counts Result.LockAttempts: an apply worker settling a
 	// unique-key conflict takes a lock too (settleConflict).
 	lockAttempts atomic.Int64
+	lockWait     lockWaits
+	// started is when Run began; observed is what Status reads of the
+	// run, once its capture runs (status.go).
+	started  time.Time
+	observed atomic.Pointer[observed]
 	// group: the runs this one is swapped with (group.go); nil alone.
 	group *group
 	res   Result
@@ -123,6 +128,9 @@ func New(cfg Config) (*Runner, error) {
 	r := &Runner{cfg: cfg, log: cfg.Logger, alter: alter, names: schema.NamesFor(cfg.Table), sched: apply.NewScheduler(),
 		tracker: apply.NewTracker()}
 	r.phase.Store("new")
+	if cfg.Observe != nil {
+		cfg.Observe(r.Status)
+	}
 	return r, nil
 }
 
@@ -131,6 +139,7 @@ func New(cfg Config) (*Runner, error) {
 // dropped; the returned error says why.
 func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 	start := time.Now()
+	r.started = start
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer func() {
@@ -379,10 +388,11 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 			}
 		}
 	}()
-	go r.reportProgress(ctx)
 	if err := r.startLagWatch(ctx); err != nil {
 		return err
 	}
+	r.observe(r.started)
+	go r.reportProgress(ctx)
 	// The first check before the copy starts: no chunk is copied under a load
 	// over --max-load, nor while a replica lags.
 	if err := r.throttle.Check(ctx); err != nil {
@@ -715,7 +725,6 @@ func (r *Runner) compare(ctx context.Context, conns []*sql.Conn) error {
 func (r *Runner) reportProgress(ctx context.Context) {
 	t := time.NewTicker(r.cfg.ProgressInterval)
 	defer t.Stop()
-	start := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -725,22 +734,20 @@ func (r *Runner) reportProgress(ctx context.Context) {
 		if r.swapped.Load() {
 			return
 		}
-		attrs := []any{"phase", r.Phase(), "elapsed", time.Since(start).Round(time.Second)}
+		s := r.Status()
+		attrs := []any{"phase", s.Phase, "elapsed", s.Elapsed.Round(time.Second)}
 		if c := r.copier.Load(); c != nil {
-			copied, est := c.Rows(), max(r.orig.EstimatedRows, 1)
-			pct := min(100, float64(copied)*100/float64(est))
-			attrs = append(attrs, "copied", copied, "estimated", est, "pct", fmt.Sprintf("%.1f", pct), "chunk", c.ChunkSize())
-			if r.Phase() == "copy" && copied > 0 {
-				el := time.Since(start)
-				eta := time.Duration(float64(el) * float64(max(est-copied, 0)) / float64(copied))
-				attrs = append(attrs, "eta", eta.Round(time.Second))
+			pct := min(100, float64(s.RowsCopied)*100/float64(s.RowsEstimated))
+			attrs = append(attrs, "copied", s.RowsCopied, "estimated", s.RowsEstimated, "pct", fmt.Sprintf("%.1f", pct), "chunk", c.ChunkSize())
+			if s.ETA > 0 {
+				attrs = append(attrs, "eta", s.ETA.Round(time.Second))
 			}
 		}
-		attrs = append(attrs, "backlog", r.sched.Backlog(), "applied", r.applier.Applied())
+		attrs = append(attrs, "backlog", s.Backlog, "applied", s.Applied)
 		attrs = append(attrs, r.queueProgress()...)
 		attrs = append(attrs, r.lagProgress()...)
-		if why := r.throttle.Reason(); why != "" && r.Phase() == "copy" {
-			attrs = append(attrs, "paused", why)
+		if s.Throttle != "" && s.Phase == "copy" {
+			attrs = append(attrs, "paused", s.Throttle)
 		}
 		r.log.Info("progress", attrs...)
 	}

@@ -99,6 +99,8 @@ func TestBadInputOneLineExitOne(t *testing.T) {
 		{"bad --max-load", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--method", "copy", "--max-load", "Threads_running"), nil, `--max-load: "Threads_running" is not Name=N`},
 		{"unknown status variable", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--method", "copy", "--critical-load", "Threads_runing=50"), nil, "no global status variable Threads_runing"},
 		{"bad tls mode", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--tls", "maybe"), nil, `tls="maybe" is not one of`},
+		{"bad --log-format", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--log-format", "xml"), nil, `--log-format "xml": use text or json`},
+		{"bad --metrics-addr", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--metrics-addr", "9104"), nil, `--metrics-addr "9104": want HOST:PORT`},
 		{"a group's table without its alter", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--table", "nopk"), nil, "give one --alter for each --table"},
 		{"a group names a table twice", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--table", "ok", "--alter", "ADD COLUMN y INT"), nil, "named twice"},
 		{"a group with a table it cannot copy", append(target(db, "ok"), "--alter", "ADD COLUMN x INT", "--table", "nopk", "--alter", "ADD COLUMN x INT"), nil, groupRefused},
@@ -311,5 +313,34 @@ func TestCutoverCommand(t *testing.T) {
 	r := sluice(t, nil, cut...)
 	if r.code != 1 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, "no migration of this table is waiting") {
 		t.Errorf("a second cutover: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestJSONLogsAndMetricsAddress: --log-format json writes every log line as
+// one JSON object, among them the metrics endpoint's address on the
+// loopback interface.
+func TestJSONLogsAndMetricsAddress(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (1, 1), (2, 2)")
+	args := []string{"migrate", "--host", db.Server.Host, "--port", fmt.Sprint(db.Server.Port), "--user", db.Server.User,
+		"--database", db.Name, "--table", "t", "--alter", "MODIFY v BIGINT", "--method", "copy", "--drop-old",
+		"--log-format", "json", "--metrics-addr", ":0"}
+	r := sluice(t, nil, args...)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	lines, url := 0, ""
+	for _, line := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("a log line is not JSON: %q: %v", line, err)
+		}
+		lines++
+		if m["msg"] == "metrics served" {
+			url, _ = m["url"].(string)
+		}
+	}
+	if lines < 5 || !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("%d JSON lines; the metrics address %q, want one on 127.0.0.1", lines, url)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicedb/sluice/internal/chunk"
 	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/metrics"
 	"github.com/sluicedb/sluice/migration"
 )
 
@@ -46,6 +47,7 @@ type migrateFlags struct {
 	restart                                 bool
 	checkpointEvery                         time.Duration
 	throttleFile, panicFile                 string
+	metricsAddr, logFormat                  string
 }
 
 // killAfter parses --kill-blockers: "never" (0) or "after=DURATION".
@@ -152,6 +154,8 @@ or the [client] section of --defaults-file; never from the command line.`,
 	captureFlag(c, &f)
 	fl.BoolVar(&f.dropOld, "drop-old", false, "drop the original table after the swap instead of keeping it as _<table>_old")
 	fl.DurationVar(&f.progress, "progress-interval", 5*time.Second, "how often to print progress")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log lines as text (key=value) or json (one object a line)")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics of the run at http://ADDR/metrics (HOST:PORT; :PORT listens on 127.0.0.1 only)")
 	fl.BoolVar(&f.quiet, "quiet", false, "print only errors and the final summary")
 	return c
 }
@@ -171,7 +175,17 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 	if f.quiet {
 		level = slog.LevelWarn
 	}
-	logger := slog.New(slog.NewTextHandler(c.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	var handler slog.Handler
+	switch f.logFormat {
+	case "text":
+		handler = slog.NewTextHandler(c.ErrOrStderr(), opts)
+	case "json":
+		handler = slog.NewJSONHandler(c.ErrOrStderr(), opts)
+	default:
+		return fmt.Errorf("--log-format %q: use text or json", f.logFormat)
+	}
+	logger := slog.New(handler)
 	kill, err := killAfter(f.killBlockers)
 	if err != nil {
 		return err
@@ -187,6 +201,18 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		MaxLoad: f.maxLoad, CriticalLoad: f.criticalLoad, ThrottleFlagFile: f.throttleFile, PanicFlagFile: f.panicFile,
 		ReplicaDiscovery: f.replicaDiscovery, ReplicaAddrs: f.replicaAddrs, MaxLag: f.maxLag,
 		Restart: f.restart, CheckpointInterval: f.checkpointEvery, Version: version,
+	}
+	if f.metricsAddr != "" {
+		l, err := metrics.Listen(f.metricsAddr)
+		if err != nil {
+			return err
+		}
+		board := &metrics.Board{}
+		cfg.Observe = board.Add
+		mctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go metrics.Serve(mctx, l, board, logger)
+		logger.Info("metrics served", "url", "http://"+l.Addr().String()+"/metrics")
 	}
 	if len(f.tables) > 1 {
 		return runGroup(ctx, c, f, cfg)
