@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -188,6 +189,9 @@ func (b *benchRun) reportKeys(w io.Writer, rs []result) {
 			key = "F: " + rebuildName
 		case ownRebuild(table):
 			key = "its own rebuild: " + rebuildName
+		}
+		if i := strings.Index(s.name, " ["); i >= 0 {
+			key += " " + s.name[i+1:] // a --compare-with build
 		}
 		xOwn := "-"
 		if o := own[table]; o > 0 && s.wall > 0 {
