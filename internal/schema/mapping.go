@@ -63,7 +63,9 @@ func ImplicitDefault(c Column) (string, bool) {
 }
 
 // NewMapping pairs each writable Target column with the Source column that
-// source reports for it (its old name, or false for a new column).
+// source reports for it (its old name, or false for a new column). A
+// generated column the ALTER makes plain is paired too: the server's own
+// ALTER keeps its values, and so does the copy, which reads them.
 func NewMapping(src, dst *Table, source func(newName string) (string, bool)) *Mapping {
 	m := &Mapping{Source: src, Target: dst}
 	for _, to := range dst.Columns {
@@ -75,7 +77,7 @@ func NewMapping(src, dst *Table, source func(newName string) (string, bool)) *Ma
 			continue
 		}
 		from, ok := src.Column(old)
-		if !ok || from.Generated {
+		if !ok {
 			continue
 		}
 		m.Pairs = append(m.Pairs, Pair{From: from, To: to})
