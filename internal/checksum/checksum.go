@@ -69,16 +69,18 @@ func Comparable(from, to schema.Column) bool {
 	return false
 }
 
-// rowHash returns the per-row hash over cols: CRC32 of the values joined by
-// '#', times mix. CONCAT joins them in one allocation, about a quarter cheaper than
-// CONCAT_WS, but a NULL makes it NULL; so when a column may be NULL on either
-// side, a row with a NULL is hashed by the slower form instead: CONCAT_WS
-// (which skips NULLs) followed by a string of NULL flags, so that NULL, empty and
-// shifted values hash differently. Both sides hash a row by the same form when
-// its NULLs are in the same columns; a row whose NULLs differ hashes
-// differently. Character columns are read as bytes (a CAST that costs about a
-// third of the checksum) only when they differ in collation, which CONCAT
-// would refuse to join or convert; one character set joins as its own bytes.
+// rowHash returns the per-row hash over cols: CRC32 of one string that
+// spells the row unambiguously, times mix. The string is the NULL flags of
+// the nullable columns, then each column's text, joined by '#'; a column
+// whose text may hold a '#' (strings, binary, JSON, ENUM, SET, BIT: Framed)
+// is prefixed with its length, so that 'a#','b' and 'a','#b' differ, and a
+// NULL is told from any text by its flag, not by its place. A row without
+// NULL is spelled by CONCAT, about a quarter cheaper than CONCAT_WS; a row
+// with one, for which CONCAT is NULL, by CONCAT_WS, which skips the NULLs
+// and spells a row without NULL exactly as CONCAT does. Character columns
+// are read as bytes (a CAST that costs about a third of the checksum) only
+// when they differ in collation, which CONCAT would refuse to join or
+// convert; one character set joins as its own bytes.
 //
 // CONCAT and CONCAT_WS return NULL for a result longer than
 // max_allowed_packet, which BIT_XOR would skip: a row that large is hashed
@@ -87,34 +89,38 @@ func Comparable(from, to schema.Column) bool {
 // would still be NULL there; a column is converted only where its type
 // changed.)
 func rowHash(cols []Col, castText bool) string {
-	vals := make([]string, 0, len(cols)+1)
-	var nulls []string
+	var fast, slow, per, flags []string
 	for _, c := range cols {
 		q := dbconn.QuoteIdent(c.Name)
 		if c.Expr != "" {
 			q = c.Expr
 		}
-		if c.Text && castText {
-			vals = append(vals, "CAST("+q+" AS BINARY)")
+		v := q
+		switch {
+		case c.Text && castText:
+			v = "CAST(" + q + " AS BINARY)"
+		case c.Float:
+			v = "(" + q + " + 0e0)" // a FLOAT's own text has 6 digits; its DOUBLE is exact
+		}
+		if c.Framed {
+			fast = append(fast, "LENGTH("+v+"), ':', "+v)
+			slow = append(slow, "CONCAT(LENGTH("+v+"), ':', "+v+")")
 		} else {
-			vals = append(vals, q)
+			fast, slow = append(fast, v), append(slow, v)
 		}
+		per = append(per, "CRC32("+v+")")
 		if c.Nullable {
-			nulls = append(nulls, "ISNULL("+q+")")
+			flags = append(flags, "ISNULL("+q+")")
 		}
 	}
-	fast := "CRC32(CONCAT(" + strings.Join(vals, ", '#', ") + "))"
-	per := make([]string, len(vals))
-	for i, v := range vals {
-		per[i] = "CRC32(" + v + ")"
+	last := "CRC32(CONCAT_WS('#', 'x', " + strings.Join(per, ", ") + "))"
+	if len(flags) == 0 {
+		return "COALESCE(CRC32(CONCAT(" + strings.Join(fast, ", '#', ") + ")), " + last + ")" + mix
 	}
-	if len(nulls) == 0 {
-		return "COALESCE(" + fast + ", CRC32(CONCAT_WS('#', " + strings.Join(per, ", ") + ")))" + mix
-	}
-	flags := "CONCAT(" + strings.Join(nulls, ", ") + ")"
-	vals, per = append(vals, flags), append(per, flags)
-	return "COALESCE(" + fast + ", CRC32(CONCAT_WS('#', " + strings.Join(vals, ", ") + ")), CRC32(CONCAT_WS('#', " +
-		strings.Join(per, ", ") + ")))" + mix
+	flag := "CONCAT(" + strings.Join(flags, ", ") + ")"
+	last = "CRC32(CONCAT_WS('#', 'x', " + flag + ", " + strings.Join(per, ", ") + "))"
+	return "COALESCE(CRC32(CONCAT('" + strings.Repeat("0", len(flags)) + "', '#', " + strings.Join(fast, ", '#', ") + ")), " +
+		"CRC32(CONCAT_WS('#', " + flag + ", " + strings.Join(slow, ", ") + ")), " + last + ")" + mix
 }
 
 // mix multiplies a row's CRC32 by an odd 32-bit constant (the product fits
@@ -132,14 +138,31 @@ type Col struct {
 	Text      bool   // a character column
 	Collation string // of a character column
 	Nullable  bool   // NULL on either side
+	Framed    bool   // its text may hold a '#': hashed with its length
+	Float     bool   // a FLOAT: hashed as its exact DOUBLE
 }
 
+// plainText are the types whose text never holds a '#' (nor a ':').
+var plainText = map[string]bool{"tinyint": true, "smallint": true, "mediumint": true, "int": true, "integer": true,
+	"bigint": true, "decimal": true, "float": true, "double": true, "date": true, "time": true, "datetime": true,
+	"timestamp": true, "year": true, "vector": true}
+
 func col(c schema.Column, nullable bool) Col {
-	out := Col{Name: c.Name, Text: c.Charset != "", Collation: c.Collation, Nullable: nullable}
+	out := Col{Name: c.Name, Text: c.Charset != "", Collation: c.Collation, Nullable: nullable,
+		Framed: !plainText[c.DataType], Float: c.DataType == "float"}
 	if c.DataType == "vector" {
 		out.Expr = "HEX(" + dbconn.QuoteIdent(c.Name) + ")" // CONCAT refuses a VECTOR
 	}
 	return out
+}
+
+// pairCols returns the Cols of a pair's two sides, framed alike: both
+// sides must spell a row with the same bytes.
+func pairCols(from, to schema.Column, nullable bool) (Col, Col) {
+	a, b := col(from, nullable), col(to, nullable)
+	a.Framed = a.Framed || b.Framed
+	b.Framed = a.Framed
+	return a, b
 }
 
 // mixedText reports whether the character columns of cols differ in
@@ -263,14 +286,14 @@ func hashes(cfg Config) rowHashes {
 			continue
 		}
 		null := p.From.Nullable || p.To.Nullable
-		src := col(p.From, null)
+		src, dst := pairCols(p.From, p.To, null)
 		if expr != dbconn.QuoteIdent(p.From.Name) {
 			// A converted value: read as bytes on both sides, like the
 			// mixed collations below.
 			src.Expr, converted = expr, true
 			src.Text = src.Text || p.To.Charset != ""
 		}
-		srcCols, dstCols = append(srcCols, src), append(dstCols, col(p.To, null))
+		srcCols, dstCols = append(srcCols, src), append(dstCols, dst)
 		h.compared = append(h.compared, p.To.Name)
 	}
 	for _, k := range cfg.Key {

@@ -33,15 +33,20 @@ func TestRowHash(t *testing.T) {
 		cast bool
 		want string
 	}{
-		// A nullable column: rows with a NULL take the form with the NULL
-		// flags; a cast reads text as bytes.
-		{[]Col{{Name: "a", Nullable: true}, {Name: "b", Text: true}}, true,
-			"COALESCE(CRC32(CONCAT(`a`, '#', CAST(`b` AS BINARY))), CRC32(CONCAT_WS('#', `a`, CAST(`b` AS BINARY), CONCAT(ISNULL(`a`)))), " +
-				"CRC32(CONCAT_WS('#', CRC32(`a`), CRC32(CAST(`b` AS BINARY)), CONCAT(ISNULL(`a`))))) * 2654435761"},
+		// A nullable column: the NULL flags lead the string (constant in
+		// the CONCAT form, which only a row without NULL takes); a framed
+		// column is prefixed with its length; a cast reads text as bytes.
+		{[]Col{{Name: "a", Nullable: true}, {Name: "b", Text: true, Framed: true}}, true,
+			"COALESCE(CRC32(CONCAT('0', '#', `a`, '#', LENGTH(CAST(`b` AS BINARY)), ':', CAST(`b` AS BINARY))), " +
+				"CRC32(CONCAT_WS('#', CONCAT(ISNULL(`a`)), `a`, CONCAT(LENGTH(CAST(`b` AS BINARY)), ':', CAST(`b` AS BINARY)))), " +
+				"CRC32(CONCAT_WS('#', 'x', CONCAT(ISNULL(`a`)), CRC32(`a`), CRC32(CAST(`b` AS BINARY))))) * 2654435761"},
 		// No nullable column: CONCAT, and the columns' CRC32s for a row
 		// longer than max_allowed_packet; no cast: the column as it is.
-		{[]Col{{Name: "a"}, {Name: "b", Text: true}}, false,
-			"COALESCE(CRC32(CONCAT(`a`, '#', `b`)), CRC32(CONCAT_WS('#', CRC32(`a`), CRC32(`b`)))) * 2654435761"},
+		{[]Col{{Name: "a"}, {Name: "b", Text: true, Framed: true}}, false,
+			"COALESCE(CRC32(CONCAT(`a`, '#', LENGTH(`b`), ':', `b`)), CRC32(CONCAT_WS('#', 'x', CRC32(`a`), CRC32(`b`)))) * 2654435761"},
+		// A FLOAT is read as its exact DOUBLE.
+		{[]Col{{Name: "f", Float: true}}, false,
+			"COALESCE(CRC32(CONCAT((`f` + 0e0))), CRC32(CONCAT_WS('#', 'x', CRC32((`f` + 0e0))))) * 2654435761"},
 	}
 	for i, tc := range cases {
 		if got := rowHash(tc.cols, tc.cast); got != tc.want {
