@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/rowkey"
 	"github.com/sluicedb/sluice/internal/schema"
 )
 
@@ -186,6 +187,35 @@ func TestChunkCap(t *testing.T) {
 	} {
 		if got := chunkCap(c.rate, c.maxLag, c.workers); got != c.want {
 			t.Errorf("chunkCap(rate %.2f, max-lag %s, %d workers) = %s, want %s", c.rate, c.maxLag, c.workers, got, c.want)
+		}
+	}
+}
+
+// TestMinimalDefaultKey: on MariaDB with MINIMAL images globally, a key
+// column with a DEFAULT is refused (a REPLACE to the default would be
+// logged without the key); elsewhere, or by trigger capture, it is not.
+func TestMinimalDefaultKey(t *testing.T) {
+	key, err := rowkey.NewCols([]schema.Column{{Name: "id", DataType: "int", HasDefault: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auto, _ := rowkey.NewCols([]schema.Column{{Name: "id", DataType: "int", HasDefault: true, AutoInc: true}})
+	maria := ServerVars{Flavor: dbconn.MariaDB, RowImage: "minimal"}
+	if err := minimalDefaultKey(maria, key, false); err == nil || !strings.Contains(err.Error(), "primary-key column id has a DEFAULT") {
+		t.Errorf("MariaDB, MINIMAL, a defaulted key: got %v", err)
+	}
+	for name, c := range map[string]struct {
+		v        ServerVars
+		key      rowkey.Cols
+		triggers bool
+	}{
+		"MySQL":           {ServerVars{Flavor: dbconn.MySQL, RowImage: "MINIMAL"}, key, false},
+		"FULL":            {ServerVars{Flavor: dbconn.MariaDB, RowImage: "FULL"}, key, false},
+		"trigger capture": {maria, key, true},
+		"auto_increment":  {maria, auto, false},
+	} {
+		if err := minimalDefaultKey(c.v, c.key, c.triggers); err != nil {
+			t.Errorf("%s: refused: %v", name, err)
 		}
 	}
 }

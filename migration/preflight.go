@@ -78,7 +78,9 @@ func filtered(database string, do, ignore []string, fold bool) bool {
 // whole, NOBLOB too (a key has no BLOB or TEXT column), MINIMAL in every
 // before image and in the after images of inserts (but for a key column an
 // INSERT leaves to its DEFAULT, refused when it is read) and of the updates
-// that change it, and MariaDB's FULL_NODUP in full before images.
+// that change it (but for MariaDB's REPLACE that moves a row to a key
+// column's DEFAULT: minimalDefaultKey), and MariaDB's FULL_NODUP in full
+// before images.
 var rowImages = map[string]bool{"FULL": true, "NOBLOB": true, "MINIMAL": true, "FULL_NODUP": true}
 
 // readServerVars reads the settings preflight checks.
@@ -391,6 +393,9 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 	if err := r.checkCharNoPadKey(ctx, t.PKColumns()); err != nil {
 		return err
 	}
+	if err := minimalDefaultKey(r.vars, r.key, r.triggerCapture()); err != nil {
+		return err
+	}
 	if err := r.checkTriggerCapture(ctx); err != nil { // capture.go
 		return err
 	}
@@ -523,6 +528,24 @@ func (r *Runner) checkCharNoPadKey(ctx context.Context, pk []schema.Column) erro
 		}
 		if pads.Valid && !pads.Bool {
 			return preflightErr("primary-key column %s is CHAR in the NO PAD collation %s, whose range reads MariaDB answers inconsistently with its own order, so sluice cannot copy it by ranges; make the column VARCHAR or give it a PAD SPACE collation first, or migrate it on MySQL", c.Name, c.Collation)
+		}
+	}
+	return nil
+}
+
+// minimalDefaultKey refuses, on a MariaDB whose binlog_row_image is
+// MINIMAL, a key column with a DEFAULT: MariaDB logs a REPLACE that moves a
+// row to that default as an update whose after image leaves the column out,
+// as if the key had not changed, so the row's new key would be unknown. (A
+// session that sets MINIMAL itself is stopped when such an update is read:
+// internal/binlog.) Pure.
+func minimalDefaultKey(v ServerVars, key rowkey.Cols, triggers bool) error {
+	if v.Flavor != dbconn.MariaDB || !strings.EqualFold(v.RowImage, "MINIMAL") || triggers {
+		return nil
+	}
+	for _, c := range key {
+		if c.HasDefault && !c.AutoInc {
+			return preflightErr("primary-key column %s has a DEFAULT and binlog_row_image is MINIMAL: MariaDB logs a REPLACE that moves a row to the default key without that key, so sluice could not find the row; set GLOBAL binlog_row_image=FULL (or NOBLOB) and restart the application's connections, or use --capture=triggers", c.Name)
 		}
 	}
 	return nil

@@ -364,6 +364,10 @@ func (s *Streamer) handleRows(typ replication.EventType, e *replication.RowsEven
 	present := make([]bool, 0, len(e.Rows))
 	for i, row := range e.Rows {
 		if update && i%2 == 1 {
+			if name := s.defaultedKeySkipped(e, i); name != "" {
+				return fmt.Errorf("binlog row of %s.%s: MariaDB logged an update whose after image leaves out key column %s, which has a DEFAULT (binlog_row_image=MINIMAL): a REPLACE that moves a row to that default is logged the same way, so the row's new key is unknown; have the application's sessions log FULL or NOBLOB images, and run sluice again",
+					s.cfg.Database, s.cfg.Table, name)
+			}
 			switch skipped := s.keySkipped(e, i); {
 			case skipped == len(s.cfg.Key):
 				present[len(present)-1] = !s.inXA // the before image's key, unchanged
@@ -405,6 +409,23 @@ func (s *Streamer) keySkipped(e *replication.RowsEvent, i int) int {
 		}
 	}
 	return n
+}
+
+// defaultedKeySkipped names a key column with a DEFAULT that after image i
+// of e lacks, on MariaDB, or "". MariaDB logs a REPLACE that finds its
+// row by another unique key and moves it to the key column's default as an
+// update whose MINIMAL after image leaves the key column out, like an update
+// that keeps the key: the two cannot be told apart.
+func (s *Streamer) defaultedKeySkipped(e *replication.RowsEvent, i int) string {
+	if s.cfg.Flavor != dbconn.MariaDB || i >= len(e.SkippedColumns) {
+		return ""
+	}
+	for _, k := range s.cfg.Key {
+		if k.HasDefault && !k.AutoInc && slices.Contains(e.SkippedColumns[i], k.Ordinal-1) {
+			return k.Name
+		}
+	}
+	return ""
 }
 
 // withBeforeKey returns after image i of e with the key columns it lacks
