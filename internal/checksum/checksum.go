@@ -85,9 +85,9 @@ func Comparable(from, to schema.Column) bool {
 // CONCAT and CONCAT_WS return NULL for a result longer than
 // max_allowed_packet, which BIT_XOR would skip: a row that large is hashed
 // by a last form, the CRC32 of its columns' own CRC32s (and NULL flags), which
-// builds no long string. (A converted value longer than max_allowed_packet
-// would still be NULL there; a column is converted only where its type
-// changed.)
+// builds no long string. A converted value longer than max_allowed_packet is
+// NULL there too: the column as stored stands for it, which the other side
+// does not match (the run stops rather than skip the row).
 func rowHash(cols []Col, castText bool) string {
 	var fast, slow, per, flags []string
 	for _, c := range cols {
@@ -108,7 +108,13 @@ func rowHash(cols []Col, castText bool) string {
 		} else {
 			fast, slow = append(fast, v), append(slow, v)
 		}
-		per = append(per, "CRC32("+v+")")
+		if v != q {
+			// A conversion too long for max_allowed_packet is NULL: the
+			// value as stored then stands for it (a mismatch, never a skip).
+			per = append(per, "COALESCE(CRC32("+v+"), CRC32("+q+"))")
+		} else {
+			per = append(per, "CRC32("+v+")")
+		}
 		if c.Nullable {
 			flags = append(flags, "ISNULL("+q+")")
 		}

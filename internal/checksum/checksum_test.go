@@ -39,14 +39,14 @@ func TestRowHash(t *testing.T) {
 		{[]Col{{Name: "a", Nullable: true}, {Name: "b", Text: true, Framed: true}}, true,
 			"COALESCE(CRC32(CONCAT('0', '#', `a`, '#', LENGTH(CAST(`b` AS BINARY)), ':', CAST(`b` AS BINARY))), " +
 				"CRC32(CONCAT_WS('#', CONCAT(ISNULL(`a`)), `a`, CONCAT(LENGTH(CAST(`b` AS BINARY)), ':', CAST(`b` AS BINARY)))), " +
-				"CRC32(CONCAT_WS('#', 'x', CONCAT(ISNULL(`a`)), CRC32(`a`), CRC32(CAST(`b` AS BINARY))))) * 2654435761"},
+				"CRC32(CONCAT_WS('#', 'x', CONCAT(ISNULL(`a`)), CRC32(`a`), COALESCE(CRC32(CAST(`b` AS BINARY)), CRC32(`b`))))) * 2654435761"},
 		// No nullable column: CONCAT, and the columns' CRC32s for a row
 		// longer than max_allowed_packet; no cast: the column as it is.
 		{[]Col{{Name: "a"}, {Name: "b", Text: true, Framed: true}}, false,
 			"COALESCE(CRC32(CONCAT(`a`, '#', LENGTH(`b`), ':', `b`)), CRC32(CONCAT_WS('#', 'x', CRC32(`a`), CRC32(`b`)))) * 2654435761"},
 		// A FLOAT is read as its exact DOUBLE.
 		{[]Col{{Name: "f", Float: true}}, false,
-			"COALESCE(CRC32(CONCAT((`f` + 0e0))), CRC32(CONCAT_WS('#', 'x', CRC32((`f` + 0e0))))) * 2654435761"},
+			"COALESCE(CRC32(CONCAT((`f` + 0e0))), CRC32(CONCAT_WS('#', 'x', COALESCE(CRC32((`f` + 0e0)), CRC32(`f`))))) * 2654435761"},
 	}
 	for i, tc := range cases {
 		if got := rowHash(tc.cols, tc.cast); got != tc.want {
