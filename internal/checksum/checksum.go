@@ -100,7 +100,7 @@ func rowHash(cols []Col, castText bool) string {
 		case c.Text && castText:
 			v = "CAST(" + q + " AS BINARY)"
 		case c.Float:
-			v = "(" + q + " + 0e0)" // a FLOAT's own text has 6 digits; its DOUBLE is exact
+			v = "(" + q + " * 1e0)" // a FLOAT's own text has 6 digits; its DOUBLE is exact (and keeps -0)
 		}
 		if c.Framed {
 			fast = append(fast, "LENGTH("+v+"), ':', "+v)

@@ -46,7 +46,7 @@ func TestRowHash(t *testing.T) {
 			"COALESCE(CRC32(CONCAT(`a`, '#', LENGTH(`b`), ':', `b`)), CRC32(CONCAT_WS('#', 'x', CRC32(`a`), CRC32(`b`)))) * 2654435761"},
 		// A FLOAT is read as its exact DOUBLE.
 		{[]Col{{Name: "f", Float: true}}, false,
-			"COALESCE(CRC32(CONCAT((`f` + 0e0))), CRC32(CONCAT_WS('#', 'x', COALESCE(CRC32((`f` + 0e0)), CRC32(`f`))))) * 2654435761"},
+			"COALESCE(CRC32(CONCAT((`f` * 1e0))), CRC32(CONCAT_WS('#', 'x', COALESCE(CRC32((`f` * 1e0)), CRC32(`f`))))) * 2654435761"},
 	}
 	for i, tc := range cases {
 		if got := rowHash(tc.cols, tc.cast); got != tc.want {
