@@ -12,7 +12,7 @@ import (
 // (Observe hands it out there), before anything of the run exists.
 func TestStatusBeforeTheRun(t *testing.T) {
 	var status func() Status
-	r, err := New(Config{Conn: dbconn.Config{Host: "127.0.0.1", Port: 1, User: "u"}, Database: "d", Table: "t",
+	_, err := New(Config{Conn: dbconn.Config{Host: "127.0.0.1", Port: 1, User: "u"}, Database: "d", Table: "t",
 		Alter: "ADD COLUMN x INT", Observe: func(s func() Status) { status = s }})
 	if err != nil {
 		t.Fatal(err)
@@ -23,7 +23,6 @@ func TestStatusBeforeTheRun(t *testing.T) {
 	if s := status(); s.Phase != "new" || s.Database != "d" || s.Table != "t" || s.RowsCopied != 0 || s.Elapsed != 0 {
 		t.Fatalf("status before the run: %+v", s)
 	}
-	_ = r
 }
 
 // TestLongestLockWait keeps the longest of waits recorded at once.
