@@ -142,6 +142,10 @@ type Config struct {
 	// Observe, if set, is called by New with the run's Status, which may
 	// then be called at any time from any goroutine (the metrics endpoint).
 	Observe func(status func() Status)
+	// Attach, if set, is called by New with the run, before it starts: the
+	// control socket reaches the run's operator methods (operator.go)
+	// through it. An error stops New.
+	Attach func(r *Runner) error
 }
 
 // ErrConfig wraps every configuration error.

@@ -259,6 +259,9 @@ func (r *Runner) withTableLock(ctx context.Context, what, spec string, before fu
 // cut-over locks the tables of every run: group.go).
 func (r *Runner) withLocks(ctx context.Context, what string, tables []string, spec string, before func(context.Context) error, after func(),
 	fn func(ctx context.Context, lock *sql.Conn) error) error {
+	if err := r.waitResumed(ctx); err != nil {
+		return err
+	}
 	g := r.lockGuard(tables...)
 	g.Before, g.After = before, after
 	if r.cfg.CutoverLockTimeout > 0 {

@@ -44,6 +44,12 @@ func (r *Runner) createPostpone(ctx context.Context) error {
 // waitForCutover keeps the shadow in sync (the apply workers go on) until
 // the control table is dropped or a cancel is written to it.
 func (r *Runner) waitForCutover(ctx context.Context) error {
+	if !r.postponeCreated {
+		// Postponed by the operator during the run (operator.go).
+		if err := r.createPostpone(ctx); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
@@ -53,7 +59,7 @@ func (r *Runner) waitForCutover(ctx context.Context) error {
 		switch {
 		case err != nil:
 			return err
-		case state == stateGo:
+		case state == stateGo || r.released():
 			r.log.Info("cut-over triggered", "waited", time.Since(start).Round(time.Second))
 			return nil
 		case state == stateCancel:

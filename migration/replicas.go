@@ -59,7 +59,7 @@ func (r *Runner) chunkLimit() time.Duration {
 	if r.lag == nil {
 		return 0
 	}
-	return chunkCap(r.lag.mon.SlowRate(), r.cfg.MaxLag, r.cfg.CopyWorkers)
+	return chunkCap(r.lag.mon.SlowRate(), r.maxLag(), r.copyThreads())
 }
 
 // chunkCap is chunkLimit's arithmetic.
@@ -74,7 +74,7 @@ func chunkCap(rate float64, maxLag time.Duration, workers int) time.Duration {
 // lagReason is the throttle's replica signal.
 func (r *Runner) lagReason() string {
 	l, ok := r.lag.mon.Slowest()
-	return replica.Over(l, ok, r.cfg.MaxLag)
+	return replica.Over(l, ok, r.maxLag())
 }
 
 // startLagWatch creates the heartbeat table and starts the monitor; it

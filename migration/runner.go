@@ -106,6 +106,7 @@ type Runner struct {
 	// group: the runs this one is swapped with (group.go); nil alone.
 	group *group
 	res   Result
+	live  *live // what the operator changes meanwhile (operator.go)
 }
 
 // New validates cfg and returns a Runner. It does not touch the server.
@@ -126,10 +127,15 @@ func New(cfg Config) (*Runner, error) {
 	crand.Read(id[:])
 	cfg.Conn.RunID = hex.EncodeToString(id[:])
 	r := &Runner{cfg: cfg, log: cfg.Logger, alter: alter, names: schema.NamesFor(cfg.Table), sched: apply.NewScheduler(),
-		tracker: apply.NewTracker()}
+		tracker: apply.NewTracker(), live: newLive(cfg)}
 	r.phase.Store("new")
 	if cfg.Observe != nil {
 		cfg.Observe(r.Status)
+	}
+	if cfg.Attach != nil {
+		if err := cfg.Attach(r); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -142,6 +148,9 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 	r.started = start
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	r.live.mu.Lock()
+	r.live.cancel = cancel
+	r.live.mu.Unlock()
 	defer func() {
 		if cerr := r.teardown(ctx, err); cerr != nil {
 			err = errors.Join(err, cerr)
@@ -188,7 +197,7 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 		{"postponed", r.waitForCutover},
 		{"cut-over", r.cutover},
 	} {
-		if p.name == "postponed" && !r.cfg.PostponeCutover {
+		if p.name == "postponed" && !r.postponing() {
 			continue
 		}
 		if err := r.runPhase(ctx, p.name, p.fn); err != nil {
@@ -202,6 +211,9 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 }
 
 func (r *Runner) runPhase(ctx context.Context, name string, fn func(context.Context) error) error {
+	if err := r.waitResumed(ctx); err != nil {
+		return err
+	}
 	r.phase.Store(name)
 	if r.cfg.OnPhase != nil {
 		r.cfg.OnPhase(name)
@@ -457,12 +469,12 @@ func (r *Runner) copyRows(ctx context.Context) error {
 		return err
 	}
 	c, err := copier.New(copier.Config{
-		DB: r.db, Mapping: r.mapping, Key: r.key, Workers: r.cfg.CopyWorkers,
-		Chunk:    chunk.Config{Target: r.cfg.ChunkTime, Limit: r.chunkLimit},
-		Spans:    r.sched,
-		Throttle: r.throttle.Wait,
-		Within:   within,
-		Logger:   r.log,
+		DB: r.db, Mapping: r.mapping, Key: r.key, Workers: r.copyThreads(), MaxWorkers: maxThreads,
+		Chunk:  chunk.Config{Target: r.live.get().chunkTime, Limit: r.chunkLimit},
+		Spans:  r.sched,
+		Gate:   r.throttle,
+		Within: within,
+		Logger: r.log,
 	})
 	if err != nil {
 		return err

@@ -48,6 +48,7 @@ type migrateFlags struct {
 	checkpointEvery                         time.Duration
 	throttleFile, panicFile                 string
 	metricsAddr, logFormat                  string
+	controlSocket                           string
 }
 
 // killAfter parses --kill-blockers: "never" (0) or "after=DURATION".
@@ -156,6 +157,7 @@ or the [client] section of --defaults-file; never from the command line.`,
 	fl.DurationVar(&f.progress, "progress-interval", 5*time.Second, "how often to print progress")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log lines as text (key=value) or json (one object a line)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics of the run at http://ADDR/metrics (HOST:PORT; :PORT listens on 127.0.0.1 only)")
+	fl.StringVar(&f.controlSocket, "control-socket", "", "unix socket for sluice ctl (mode 0600; default: DATABASE.TABLE.sock in $XDG_RUNTIME_DIR/sluice, else in sluice-UID under the temporary directory; off: none)")
 	fl.BoolVar(&f.quiet, "quiet", false, "print only errors and the final summary")
 	return c
 }
@@ -213,6 +215,11 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		defer stop()
 		go metrics.Serve(mctx, l, board, logger)
 		logger.Info("metrics served", "url", "http://"+l.Addr().String()+"/metrics")
+	}
+	if f.controlSocket != "off" {
+		sockets := &controlSockets{path: f.controlSocket, ctx: ctx, log: logger.Info}
+		defer sockets.close()
+		cfg.Attach = sockets.attach
 	}
 	if len(f.tables) > 1 {
 		return runGroup(ctx, c, f, cfg)
@@ -275,7 +282,7 @@ func printResult(out io.Writer, database, table string, res migration.Result) {
 		fmt.Fprintf(out, "sluice: columns the checksum could not compare (their conversion has no exact SQL form): %s\n", strings.Join(res.ChecksumSkipped, ", "))
 	}
 	if res.Throttled > 0 {
-		fmt.Fprintf(out, "sluice: the copy paused for %s in all (--max-load, --critical-load, --throttle-flag-file, --max-lag)\n", res.Throttled.Round(time.Millisecond))
+		fmt.Fprintf(out, "sluice: the copy paused for %s in all (--max-load, --critical-load, --throttle-flag-file, --max-lag, sluice ctl pause)\n", res.Throttled.Round(time.Millisecond))
 	}
 	if len(res.Replicas) > 0 {
 		fmt.Fprintf(out, "sluice: replicas %s: worst lag %s; the copy paused %s and the cut-over waited %s for them\n", strings.Join(res.Replicas, ", "),

@@ -35,6 +35,9 @@ type Scheduler struct {
 	// paused counts the applier's own pauses (Pause), kept apart from held so
 	// that the applier never lifts a hold it did not place.
 	paused int
+	// stopped: the operator paused the run (Stop); neither the workers nor
+	// the resolver take keys.
+	stopped bool
 	// changed is closed (and replaced) when workers may find new work.
 	changed chan struct{}
 	added   int64
@@ -324,18 +327,19 @@ func (s *Scheduler) releaseLocked() {
 func (s *Scheduler) Next(max int) []rowkey.Key {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.held > 0 || s.paused > 0 {
+	if s.held > 0 || s.paused > 0 || s.stopped {
 		return nil
 	}
 	return s.takeLocked(max)
 }
 
 // TakeAllUnlessHeld takes every ready key unless the caller holds the
-// scheduler (its own drain then applies them). Pauses do not count.
+// scheduler (its own drain then applies them) or the operator stopped it.
+// The applier's own pauses do not count.
 func (s *Scheduler) TakeAllUnlessHeld() []rowkey.Key {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.held > 0 {
+	if s.held > 0 || s.stopped {
 		return nil
 	}
 	return s.takeLocked(len(s.ready))
@@ -354,6 +358,18 @@ func (s *Scheduler) Resume() {
 	s.mu.Lock()
 	s.paused--
 	if s.paused == 0 && s.held == 0 {
+		s.broadcastLocked()
+	}
+	s.mu.Unlock()
+}
+
+// Stop(true) stops the workers and the resolver from taking keys until
+// Stop(false), for the operator's pause; TakeAll (under the cut-over's lock)
+// still takes them. Changes are still recorded meanwhile.
+func (s *Scheduler) Stop(stopped bool) {
+	s.mu.Lock()
+	s.stopped = stopped
+	if !stopped && s.held == 0 && s.paused == 0 {
 		s.broadcastLocked()
 	}
 	s.mu.Unlock()

@@ -68,6 +68,23 @@ func (s *Sizer) Size() int {
 	return s.size
 }
 
+// SetTarget changes the wanted duration of one chunk while the copy runs;
+// the size moves towards it as chunks are observed.
+func (s *Sizer) SetTarget(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d > 0 {
+		s.cfg.Target = d
+	}
+}
+
+// Target returns the wanted duration of one chunk.
+func (s *Sizer) Target() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.Target
+}
+
 // Observe records that a chunk of rows rows took d, and adapts the size.
 func (s *Sizer) Observe(rows int, d time.Duration) {
 	s.mu.Lock()

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,10 +49,13 @@ type Config struct {
 	Mapping *schema.Mapping
 	Key     rowkey.Cols
 	Workers int // default 2
-	Chunk   chunk.Config
-	// Throttle, if set, is called before each chunk and may block (pause) or
-	// return an error (stop).
-	Throttle func(ctx context.Context) error
+	// MaxWorkers is the most workers SetWorkers may let copy at once
+	// (default Workers).
+	MaxWorkers int
+	Chunk      chunk.Config
+	// Gate, if set, is entered before each range is taken and left after
+	// its copy; Enter may block (pause) or return an error (stop).
+	Gate Gate
 	// Spans, if set, follows the ranges: SpanCut before a range's copy
 	// starts (ranges are numbered from 0 in the order they are cut, in key
 	// order within each lane: a large table with a single integer key is
@@ -67,6 +71,12 @@ type Config struct {
 	// Logger, if set, gets a line for each range copied again after a lost
 	// connection.
 	Logger *slog.Logger
+}
+
+// Gate admits the chunks (throttle.Throttler is one).
+type Gate interface {
+	Enter(ctx context.Context) error
+	Leave()
 }
 
 // DefaultReconnectFor is Config.ReconnectFor's default.
@@ -94,6 +104,8 @@ type Copier struct {
 	// exact: the key columns have the same types in the shadow, so a range's
 	// predicate selects the same rows in both tables (see recopy).
 	exact bool
+	// turns lets the first limit workers copy (SetWorkers).
+	turns turns
 }
 
 // New validates cfg.
@@ -104,14 +116,36 @@ func New(cfg Config) (*Copier, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 2
 	}
+	cfg.MaxWorkers = max(cfg.MaxWorkers, cfg.Workers)
 	if cfg.ReconnectFor == 0 {
 		cfg.ReconnectFor = DefaultReconnectFor
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Copier{cfg: cfg, sizer: chunk.NewSizer(cfg.Chunk), exact: sameKeyTypes(cfg.Mapping, cfg.Key)}, nil
+	c := &Copier{cfg: cfg, sizer: chunk.NewSizer(cfg.Chunk), exact: sameKeyTypes(cfg.Mapping, cfg.Key)}
+	c.turns.init(cfg.Workers)
+	return c, nil
 }
+
+// SetWorkers changes how many workers copy at once, from 1 to MaxWorkers,
+// while the copy runs: a worker over the limit finishes its chunk and waits.
+func (c *Copier) SetWorkers(n int) error {
+	if n < 1 || n > c.cfg.MaxWorkers {
+		return fmt.Errorf("threads=%d: give 1 to %d", n, c.cfg.MaxWorkers)
+	}
+	c.turns.set(n)
+	return nil
+}
+
+// Workers returns how many workers may copy at once.
+func (c *Copier) Workers() int { return c.turns.get() }
+
+// SetChunkTime changes the wanted duration of one chunk.
+func (c *Copier) SetChunkTime(d time.Duration) { c.sizer.SetTarget(d) }
+
+// ChunkTime returns the wanted duration of one chunk.
+func (c *Copier) ChunkTime() time.Duration { return c.sizer.Target() }
 
 // Rows returns how many rows have been copied so far.
 func (c *Copier) Rows() int64 { return c.rows.Load() }
@@ -156,7 +190,9 @@ func (c *Copier) Run(ctx context.Context) error {
 		return nil
 	})
 	// Number the ranges and announce each before any worker can start it.
+	fed := make(chan struct{}) // closed once every range is handed out
 	g.Go(func() error {
+		defer close(fed)
 		defer close(spans)
 		seq := 0
 		for sp := range cut {
@@ -172,17 +208,38 @@ func (c *Copier) Run(ctx context.Context) error {
 		}
 		return nil
 	})
-	for w := 0; w < c.cfg.Workers; w++ {
+	for w := 0; w < c.cfg.MaxWorkers; w++ {
 		g.Go(func() error {
-			for sp := range spans {
-				if err := c.copySpan(gctx, sp.Span); err != nil {
+			for {
+				if !c.turns.wait(gctx, w, fed) {
+					return nil
+				}
+				// The gate before the range is taken: a worker a pause
+				// holds holds no range, and looks at its turn again after.
+				if c.cfg.Gate != nil {
+					if err := c.cfg.Gate.Enter(gctx); err != nil {
+						return err
+					}
+					if w >= c.turns.get() {
+						c.cfg.Gate.Leave()
+						continue
+					}
+				}
+				sp, ok := <-spans
+				var err error
+				if ok {
+					err = c.copySpan(gctx, sp.Span)
+				}
+				if c.cfg.Gate != nil {
+					c.cfg.Gate.Leave()
+				}
+				if !ok || err != nil {
 					return err
 				}
 				if c.cfg.Spans != nil {
 					c.cfg.Spans.SpanCopied(sp.seq)
 				}
 			}
-			return nil
 		})
 	}
 	return g.Wait()
@@ -192,11 +249,6 @@ func (c *Copier) Run(ctx context.Context) error {
 // timeout on the shadow table, and copying it again after a lost connection
 // (see recopy) until Config.ReconnectFor has passed since the first loss.
 func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
-	if c.cfg.Throttle != nil {
-		if err := c.cfg.Throttle(ctx); err != nil {
-			return err
-		}
-	}
 	where, args := sp.Where(c.cfg.Key)
 	fail := func(err error) error { return fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err) }
 	var (
@@ -263,6 +315,49 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(wait):
+		}
+	}
+}
+
+// turns lets the workers numbered below a limit copy; the others wait.
+type turns struct {
+	mu     sync.Mutex
+	limit  int
+	change chan struct{} // closed (and replaced) when the limit changes
+}
+
+func (t *turns) init(n int) { t.limit, t.change = n, make(chan struct{}) }
+
+func (t *turns) set(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.limit = n
+	close(t.change)
+	t.change = make(chan struct{})
+}
+
+func (t *turns) get() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.limit
+}
+
+// wait returns true once worker w may copy, false once every range is
+// handed out or ctx is done while it waits.
+func (t *turns) wait(ctx context.Context, w int, fed <-chan struct{}) bool {
+	for {
+		t.mu.Lock()
+		ok, change := w < t.limit, t.change
+		t.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-change:
+		case <-fed:
+			return false
+		case <-ctx.Done():
+			return false
 		}
 	}
 }

@@ -8,7 +8,8 @@
 //   - critical-load: ceilings that stop the migration (cleanly: the original
 //     is untouched and the shadow dropped) when reached on two checks in a row;
 //   - a throttle flag file: while it exists, the copy pauses;
-//   - a panic flag file: once it exists, the migration stops.
+//   - a panic flag file: once it exists, the migration stops;
+//   - the operator's own pause (SetOperator, from sluice ctl pause).
 //
 // Only the copy pauses. The apply goes on: its work is the application's own
 // writes, and a backlog left to grow would only push the cut-over back.
@@ -156,6 +157,11 @@ type Throttler struct {
 	mu  sync.Mutex
 	all pause // why the copy pauses now ("": it does not)
 	lag pause // the part of the pauses due to replica lag
+	// operator is the operator's pause ("": none); it outranks every
+	// other reason but the stops.
+	operator string
+	// busy counts the chunks between Enter and Leave.
+	busy int
 }
 
 // pause follows one cause of pauses.
@@ -202,18 +208,107 @@ func New(cfg Config) *Throttler {
 	}
 	t := &Throttler{cfg: cfg, all: newPause(), lag: newPause()}
 	t.decider = Decider{MaxLoad: cfg.MaxLoad, CriticalLoad: cfg.CriticalLoad, FlagFile: cfg.FlagFile, PanicFile: cfg.PanicFile}
+	t.names = names(cfg.MaxLoad, cfg.CriticalLoad)
+	return t
+}
+
+// names lists the status variables the limits name, each once.
+func names(maxLoad, critical []Limit) []string {
+	var out []string
 	seen := map[string]bool{}
-	for _, l := range append(append([]Limit{}, cfg.MaxLoad...), cfg.CriticalLoad...) {
+	for _, l := range append(append([]Limit{}, maxLoad...), critical...) {
 		if k := strings.ToLower(l.Name); !seen[k] {
 			seen[k] = true
-			t.names = append(t.names, l.Name)
+			out = append(out, l.Name)
 		}
 	}
-	return t
+	return out
+}
+
+// SetMaxLoad replaces the --max-load ceilings while the run goes on. Every
+// variable they name must exist on the server.
+func (t *Throttler) SetMaxLoad(ctx context.Context, limits []Limit) error {
+	t.mu.Lock()
+	critical := t.decider.CriticalLoad
+	t.mu.Unlock()
+	all := names(limits, critical)
+	status, err := t.read(ctx, all)
+	if err != nil {
+		return err
+	}
+	for _, n := range all {
+		if _, ok := status[strings.ToLower(n)]; !ok {
+			return fmt.Errorf("the server has no global status variable %s (see SHOW GLOBAL STATUS)", n)
+		}
+	}
+	t.mu.Lock()
+	t.decider.MaxLoad, t.names = limits, all
+	t.mu.Unlock()
+	return nil
+}
+
+// MaxLoad returns the --max-load ceilings now in force.
+func (t *Throttler) MaxLoad() []Limit {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.decider.MaxLoad
+}
+
+// SetOperator pauses the copy for the operator (reason not "") or lifts
+// that pause (""). A pause takes effect at once; once lifted, the copy goes
+// on at the next check if no other signal holds it.
+func (t *Throttler) SetOperator(reason string) {
+	t.mu.Lock()
+	t.operator = reason
+	lag, active := t.lag.reason, len(t.names) > 0 || t.cfg.FlagFile != "" || t.cfg.PanicFile != "" || t.cfg.Lag != nil
+	t.mu.Unlock()
+	switch {
+	case reason != "":
+		t.set(reason, lag)
+	case !active:
+		t.set("", "")
+	}
+}
+
+// Enter waits until the copy may go on (as Wait) and counts the caller as
+// copying a chunk until its Leave: a pause that begins meanwhile finds it
+// in Busy, never between the wait and the count.
+func (t *Throttler) Enter(ctx context.Context) error {
+	for {
+		t.mu.Lock()
+		if t.all.reason == "" {
+			t.busy++
+			t.mu.Unlock()
+			return nil
+		}
+		open := t.all.clear
+		t.mu.Unlock()
+		select {
+		case <-open:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Leave ends the chunk Enter counted.
+func (t *Throttler) Leave() {
+	t.mu.Lock()
+	t.busy--
+	t.mu.Unlock()
+}
+
+// Busy returns how many chunks are being copied now.
+func (t *Throttler) Busy() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.busy
 }
 
 // Active reports whether any signal is configured.
 func (t *Throttler) Active() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	return len(t.names) > 0 || t.cfg.FlagFile != "" || t.cfg.PanicFile != "" || t.cfg.Lag != nil
 }
 
@@ -230,7 +325,10 @@ func (t *Throttler) Preflight(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, n := range t.names {
+	t.mu.Lock()
+	names := t.names
+	t.mu.Unlock()
+	for _, n := range names {
 		if _, ok := status[strings.ToLower(n)]; !ok {
 			return fmt.Errorf("the server has no global status variable %s (see SHOW GLOBAL STATUS)", n)
 		}
@@ -240,12 +338,20 @@ func (t *Throttler) Preflight(ctx context.Context) error {
 
 // status reads the named global status variables.
 func (t *Throttler) status(ctx context.Context) (map[string]int64, error) {
+	t.mu.Lock()
+	names := t.names
+	t.mu.Unlock()
+	return t.read(ctx, names)
+}
+
+// read reads the global status variables names.
+func (t *Throttler) read(ctx context.Context, names []string) (map[string]int64, error) {
 	out := map[string]int64{}
-	if len(t.names) == 0 {
+	if len(names) == 0 {
 		return out, nil
 	}
-	quoted := make([]string, len(t.names))
-	for i, n := range t.names {
+	quoted := make([]string, len(names))
+	for i, n := range names {
 		quoted[i] = "'" + n + "'" // names are checked by ParseLimits: letters, digits, _
 	}
 	rows, err := t.cfg.DB.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ("+strings.Join(quoted, ",")+")")
@@ -289,7 +395,10 @@ func (t *Throttler) Check(ctx context.Context) error {
 		}
 		dec.Throttle = "cannot read the server's load: " + err.Error()
 	} else {
-		dec = t.decider.Next(Signals{Status: status, FlagFile: exists(t.cfg.FlagFile), Panic: exists(t.cfg.PanicFile)})
+		sig := Signals{Status: status, FlagFile: exists(t.cfg.FlagFile), Panic: exists(t.cfg.PanicFile)}
+		t.mu.Lock()
+		dec = t.decider.Next(sig)
+		t.mu.Unlock()
 	}
 	if dec.Abort != "" {
 		return fmt.Errorf("%w: %s", ErrAbort, dec.Abort)
@@ -341,6 +450,11 @@ func (t *Throttler) Run(ctx context.Context) error {
 func (t *Throttler) set(reason, lag string) {
 	now := time.Now()
 	t.mu.Lock()
+	if t.operator != "" {
+		// A check that read the signals before the operator paused must
+		// not lift the pause.
+		reason = t.operator
+	}
 	t.lag.set(lag, now)
 	changed := t.all.set(reason, now)
 	t.mu.Unlock()

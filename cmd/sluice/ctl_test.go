@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/testdb"
+)
+
+// model is an independent record of what the writers committed: id -> v.
+type model struct {
+	mu   sync.Mutex
+	rows map[int]string
+}
+
+// write runs random single-row writes on ids [lo, hi) until ctx ends, and
+// records each committed one. A statement is never cut short by ctx: one
+// that committed as ctx ended is recorded like any other.
+func (m *model) write(ctx context.Context, t *testing.T, db *sql.DB, seed int64, lo, hi int) {
+	rng := rand.New(rand.NewSource(seed))
+	for ctx.Err() == nil {
+		id := lo + rng.Intn(hi-lo)
+		v := fmt.Sprintf("w%d", rng.Int63())
+		var err error
+		switch rng.Intn(4) {
+		case 0:
+			_, err = db.Exec("DELETE FROM big WHERE id = ?", id)
+			if err == nil {
+				m.mu.Lock()
+				delete(m.rows, id)
+				m.mu.Unlock()
+			}
+		default:
+			_, err = db.Exec("INSERT INTO big (id, v) VALUES (?, ?) ON DUPLICATE KEY UPDATE v = VALUES(v)", id, v)
+			if err == nil {
+				m.mu.Lock()
+				m.rows[id] = v
+				m.mu.Unlock()
+			}
+		}
+		if err != nil {
+			t.Errorf("writer: %v", err)
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// ctl runs sluice ctl on socket and returns its reply.
+func ctl(t *testing.T, socket string, args ...string) run {
+	t.Helper()
+	return sluice(t, nil, append([]string{"ctl", "--socket", socket}, args...)...)
+}
+
+func ctlStatus(t *testing.T, socket string) map[string]any {
+	t.Helper()
+	r := ctl(t, socket, "status")
+	var st map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil {
+		t.Fatalf("ctl status: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	return st
+}
+
+// shadowWrites is a server counter of the writes to the shadow table:
+// performance_schema's table I/O where it is on, else the table's checksum.
+func shadowWrites(t *testing.T, db *testdb.DB) string {
+	t.Helper()
+	var on int
+	db.QueryRow("SELECT @@performance_schema").Scan(&on)
+	var v string
+	var err error
+	if on == 1 {
+		err = db.QueryRow(`SELECT CONCAT(COUNT_INSERT, '/', COUNT_UPDATE, '/', COUNT_DELETE) FROM performance_schema.table_io_waits_summary_by_table
+			WHERE OBJECT_SCHEMA = ? AND OBJECT_NAME = '_big_new'`, db.Name).Scan(&v)
+	} else {
+		var name string
+		err = db.QueryRow("CHECKSUM TABLE _big_new").Scan(&name, &v)
+	}
+	if err != nil {
+		t.Fatalf("read the shadow's writes: %v", err)
+	}
+	return v
+}
+
+// copying samples the server's process list for d and returns the most
+// copy statements seen running at once: INSERTs into the shadow of a key
+// range (the apply's name keys in an IN list).
+func copying(t *testing.T, db *testdb.DB, d time.Duration) int {
+	t.Helper()
+	most := 0
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		var n int
+		if err := db.QueryRow(`SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = ? AND INFO LIKE 'INSERT INTO %_big_new%' AND INFO NOT LIKE '% IN (%'`, db.Name).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
+// TestControlSocket steers a migration under concurrent writers through
+// sluice ctl: postpone, a pause that stops every write of sluice's (read
+// from the server's counters), threads changed while the copy runs (read
+// from the server's process list), resume, cutover. The table ends equal to
+// the writers' own record.
+func TestControlSocket(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(40), pad CHAR(100) NOT NULL DEFAULT '')")
+	db.Fill(t, "big", 100000, "n, CONCAT('v', n), ''")
+	for k := 1; k <= 3; k++ {
+		db.MustExec(t, fmt.Sprintf("INSERT INTO big SELECT id + %d, CONCAT('v', id + %d), '' FROM big WHERE id <= 100000", 100000*k, 100000*k))
+	}
+	m := &model{rows: map[int]string{}}
+	for id := 1; id <= 400000; id++ {
+		m.rows[id] = fmt.Sprintf("v%d", id)
+	}
+	socket := filepath.Join(t.TempDir(), "run.sock")
+	args := append(target(db, "big"), "--alter", "ADD COLUMN x INT", "--method", "copy", "--threads", "4", "--chunk-time", "10ms",
+		"--control-socket", socket, "--replica-discovery=false")
+	args = slices.DeleteFunc(args, func(s string) bool { return s == "--quiet" })
+	cmd := exec.Command(binary, args...)
+	var outBuf, errBuf testdb.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &outBuf, &errBuf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); m.write(ctx, t, db.DB, int64(w+1), 1+w*200000, 200000+w*200000+500) }()
+	}
+	defer func() { stop(); wg.Wait() }()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(socket); err == nil && ctlStatus(t, socket)["phase"] == "copy" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the copy never started:\n%s", errBuf.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if fi, err := os.Stat(socket); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket %v, %v; want mode 0600", fi, err)
+	}
+	if r := ctl(t, socket, "postpone"); r.code != 0 || !strings.Contains(r.stdout, "postponed") {
+		t.Fatalf("ctl postpone: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := ctl(t, socket, "set", "threads=0"); r.code != 1 || !strings.Contains(r.stderr, "1 to 64") {
+		t.Errorf("set threads=0: exit %d: %s", r.code, r.stderr)
+	}
+
+	// A true pause: nothing is written to the shadow while the writers go on.
+	if r := ctl(t, socket, "pause"); r.code != 0 || !strings.Contains(r.stdout, "paused during copy") {
+		t.Fatalf("ctl pause: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	before, st0 := shadowWrites(t, db), ctlStatus(t, socket)
+	time.Sleep(2 * time.Second)
+	after, st1 := shadowWrites(t, db), ctlStatus(t, socket)
+	if before != after {
+		t.Errorf("the shadow was written while paused: %s, then %s", before, after)
+	}
+	if st0["rows_copied"] != st1["rows_copied"] || st0["applied"] != st1["applied"] || st1["paused"] != true {
+		t.Errorf("status while paused: %v, then %v", st0, st1)
+	}
+	if st1["rows_copied"].(float64) >= 400000 {
+		t.Fatalf("the copy ended before the pause; the test proves nothing (%v rows)", st1["rows_copied"])
+	}
+	if st1["backlog"].(float64) <= st0["backlog"].(float64) && st1["backlog"].(float64) == 0 {
+		t.Errorf("no change waits after 2s of writes while paused: %v", st1)
+	}
+
+	// Threads: one copy statement at a time, then four; short chunks keep
+	// the copy going while it is measured.
+	for _, set := range []string{"threads=1", "chunk-time=2ms"} {
+		if r := ctl(t, socket, "set", set); r.code != 0 || !strings.Contains(r.stdout, set) {
+			t.Fatalf("set %s: exit %d: %s%s", set, r.code, r.stdout, r.stderr)
+		}
+	}
+	if st := ctlStatus(t, socket); st["threads"] != 1.0 || st["chunk_time_seconds"] != 0.002 {
+		t.Errorf("status after set: threads %v, chunk time %v", st["threads"], st["chunk_time_seconds"])
+	}
+	if r := ctl(t, socket, "resume"); r.code != 0 || !strings.Contains(r.stdout, "resumed") {
+		t.Fatalf("ctl resume: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	one := copying(t, db, 1500*time.Millisecond)
+	if r := ctl(t, socket, "set", "threads=4"); r.code != 0 {
+		t.Fatalf("set threads=4: %s", r.stderr)
+	}
+	time.Sleep(100 * time.Millisecond)
+	four := copying(t, db, 1500*time.Millisecond)
+	if ph := ctlStatus(t, socket)["phase"]; ph != "copy" {
+		t.Fatalf("the copy ended while threads were measured (phase %v); the test proves nothing", ph)
+	}
+	if one != 1 || four < 2 {
+		t.Errorf("copy statements at once: %d with threads=1 (want 1), %d with threads=4 (want 2 or more)", one, four)
+	}
+
+	for ctlStatus(t, socket)["phase"] != "postponed" {
+		if time.Now().After(deadline.Add(60 * time.Second)) {
+			t.Fatalf("never reached the postponed cut-over:\n%s", errBuf.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	wg.Wait()
+	if r := ctl(t, socket, "cutover"); r.code != 0 || !strings.Contains(r.stdout, "triggered") {
+		t.Fatalf("ctl cutover: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, errBuf.String())
+	}
+	if !strings.Contains(outBuf.String(), "paused") {
+		t.Errorf("the summary does not count the pause: %s", outBuf.String())
+	}
+	if _, err := os.Stat(socket); !os.IsNotExist(err) {
+		t.Errorf("the socket outlived the run: %v", err)
+	}
+	got := map[int]string{}
+	rows, err := db.Query("SELECT id, v FROM big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int
+		var v string
+		rows.Scan(&id, &v)
+		got[id] = v
+	}
+	rows.Close()
+	if len(got) != len(m.rows) {
+		t.Errorf("%d rows, the writers' record has %d", len(got), len(m.rows))
+	}
+	for id, v := range m.rows {
+		if got[id] != v {
+			t.Fatalf("row %d is %q, the writers wrote %q", id, got[id], v)
+		}
+	}
+}
+
+// TestControlAbort: a stale socket file is replaced, a second run of the
+// same socket is refused, and abort stops the run with the original as it
+// was.
+func TestControlAbort(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(200))")
+	db.Fill(t, "big", 60000, "n, REPEAT('v', 200)")
+	before := fmt.Sprint(db.Dump(t, "big", "*", "id"))
+	socket := filepath.Join(t.TempDir(), "run.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close() // a dead run's socket file
+	args := append(target(db, "big"), "--alter", "ADD COLUMN x INT", "--method", "copy", "--chunk-time", "1ms", "--threads", "1",
+		"--control-socket", socket, "--replica-discovery=false")
+	args = slices.DeleteFunc(args, func(s string) bool { return s == "--quiet" })
+	cmd := exec.Command(binary, args...)
+	var errBuf testdb.SyncBuffer
+	cmd.Stderr = &errBuf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(errBuf.String(), "phase=copy") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the copy never started:\n%s", errBuf.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !strings.Contains(errBuf.String(), "replaced=") {
+		t.Errorf("the log does not say the stale socket was replaced:\n%s", errBuf.String())
+	}
+	second := sluice(t, nil, args...)
+	if second.code != 1 || !strings.Contains(second.stderr, "another sluice run listens on "+socket) {
+		t.Errorf("a second run on the live socket: exit %d: %s", second.code, second.stderr)
+	}
+	if r := ctl(t, socket, "abort"); r.code != 0 || !strings.Contains(r.stdout, "aborting") {
+		t.Fatalf("ctl abort: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("want exit 1 after abort, got %v:\n%s", err, errBuf.String())
+	}
+	if line := lastLine(errBuf.String()); !strings.Contains(line, "aborted by the operator") {
+		t.Errorf("last line %q", line)
+	}
+	if after := fmt.Sprint(db.Dump(t, "big", "*", "id")); after != before {
+		t.Error("the original table changed")
+	}
+	if tables := db.Tables(t); !slices.Equal(tables, []string{"big"}) {
+		t.Errorf("leftovers: %v", tables)
+	}
+}

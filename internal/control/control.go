@@ -1,0 +1,273 @@
+// Package control is a running migration's control socket: a unix socket on
+// which sluice ctl (or any client, e.g. `echo status | nc -U PATH`) sends
+// one command a connection and reads one JSON reply.
+//
+// The commands are fixed words (status, pause, resume, set NAME=VALUE,
+// cutover, postpone, abort); nothing sent over the socket reaches the
+// server as SQL. The socket file is mode 0600, by default in a directory
+// only the invoking user may enter, so only that user (and root) can steer
+// the run. A socket file left by a run that died is recognised (nothing
+// answers on it) and replaced; one a live run answers on is refused.
+package control
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Target is what the commands act on (a migration.Runner, through cmd).
+type Target interface {
+	StatusJSON() ([]byte, error)
+	Pause(ctx context.Context) (string, error)
+	Resume() (string, error)
+	Set(ctx context.Context, name, value string) (string, error)
+	Cutover() (string, error)
+	Postpone() (string, error)
+	Abort() (string, error)
+}
+
+// Command is one parsed request.
+type Command struct {
+	Name       string // status, pause, resume, set, cutover, postpone, abort
+	Key, Value string // set's NAME=VALUE
+}
+
+// Commands lists the command words, for help texts.
+const Commands = "status, pause, resume, set NAME=VALUE (threads, chunk-time, max-load, max-lag), cutover, postpone, abort"
+
+// maxLine is the longest request accepted.
+const maxLine = 4096
+
+// Parse parses a request line.
+func Parse(line string) (Command, error) {
+	f := strings.Fields(line)
+	if len(f) == 0 {
+		return Command{}, errors.New("empty command: give one of " + Commands)
+	}
+	c := Command{Name: strings.ToLower(f[0])}
+	switch c.Name {
+	case "status", "pause", "resume", "cutover", "postpone", "abort":
+		if len(f) > 1 {
+			return Command{}, fmt.Errorf("%s takes no argument", c.Name)
+		}
+	case "set":
+		if len(f) != 2 {
+			return Command{}, errors.New("set takes one NAME=VALUE, e.g. set threads=2")
+		}
+		k, v, ok := strings.Cut(f[1], "=")
+		if !ok || k == "" || v == "" {
+			return Command{}, fmt.Errorf("set %s: give NAME=VALUE, e.g. set threads=2", f[1])
+		}
+		c.Key, c.Value = strings.ToLower(k), v
+	default:
+		return Command{}, fmt.Errorf("unknown command %q: give one of %s", f[0], Commands)
+	}
+	return c, nil
+}
+
+// Reply is the answer to one command.
+type Reply struct {
+	OK      bool            `json:"ok"`
+	Message string          `json:"message,omitempty"`
+	Error   string          `json:"error,omitempty"`
+	Status  json.RawMessage `json:"status,omitempty"`
+}
+
+// Do runs c on t.
+func Do(ctx context.Context, t Target, c Command) Reply {
+	var msg string
+	var err error
+	switch c.Name {
+	case "status":
+		var b []byte
+		if b, err = t.StatusJSON(); err == nil {
+			return Reply{OK: true, Status: b}
+		}
+	case "pause":
+		msg, err = t.Pause(ctx)
+	case "resume":
+		msg, err = t.Resume()
+	case "set":
+		msg, err = t.Set(ctx, c.Key, c.Value)
+	case "cutover":
+		msg, err = t.Cutover()
+	case "postpone":
+		msg, err = t.Postpone()
+	case "abort":
+		msg, err = t.Abort()
+	default:
+		err = fmt.Errorf("unknown command %q", c.Name)
+	}
+	if err != nil {
+		return Reply{Error: err.Error()}
+	}
+	return Reply{OK: true, Message: msg}
+}
+
+// DefaultPath is the socket of a migration of database.table: in
+// $XDG_RUNTIME_DIR/sluice, else in sluice-UID under the temporary directory.
+// The directory is made mode 0700 if missing, and refused if another user
+// owns it or may enter it.
+func DefaultPath(database, table string) (string, error) {
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("sluice-%d", os.Getuid()))
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		dir = filepath.Join(d, "sluice")
+	}
+	if err := privateDir(dir); err != nil {
+		return "", err
+	}
+	name := escape(database) + "." + escape(table) + ".sock"
+	if p := filepath.Join(dir, name); len(p) < 100 {
+		return p, nil
+	}
+	// A unix socket's path holds at most 107 bytes.
+	sum := sha256.Sum256([]byte(database + "\x00" + table))
+	return filepath.Join(dir, "sluice-"+hex.EncodeToString(sum[:8])+".sock"), nil
+}
+
+// privateDir makes dir mode 0700 if it is missing and checks that only the
+// invoking user may enter it.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("control socket: %w (pass --control-socket PATH)", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("control socket: %s is not a directory: remove it, or pass --control-socket PATH", dir)
+	case ok && int(st.Uid) != os.Getuid():
+		return fmt.Errorf("control socket: %s belongs to another user (uid %d): remove it, or pass --control-socket PATH", dir, st.Uid)
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("control socket: other users may enter %s (mode %04o): chmod 700 it, or pass --control-socket PATH", dir, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// escape keeps letters, digits, '_' and '-' of a name and spells every
+// other byte as %XX, so that every name gets its own file name.
+func escape(name string) string {
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// Server serves one run's control socket.
+type Server struct {
+	Path string
+	// Stale is set when Listen replaced a socket file a dead run left.
+	Stale bool
+	l     *net.UnixListener
+}
+
+// Listen listens on path (mode 0600). A socket file nothing answers on is
+// replaced; one a live process answers on, or any other file, is refused.
+func Listen(path string) (*Server, error) {
+	s := &Server{Path: path}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("control socket: %s exists and is not a socket: remove it, or pass another --control-socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("control socket: another sluice run listens on %s (sluice ctl --socket %s status): wait for it, or pass another --control-socket", path, path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("control socket: remove the stale %s: %w", path, err)
+		}
+		s.Stale = true
+	}
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w (pass another --control-socket)", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	s.l = l
+	return s, nil
+}
+
+// Serve answers commands on the socket until ctx is done or Close.
+func (s *Server) Serve(ctx context.Context, t Target) {
+	go func() {
+		<-ctx.Done()
+		s.l.Close()
+	}()
+	for {
+		c, err := s.l.Accept()
+		if err != nil {
+			return
+		}
+		go s.answer(ctx, c, t)
+	}
+}
+
+// Close stops listening and removes the socket file.
+func (s *Server) Close() error { return s.l.Close() }
+
+func (s *Server) answer(ctx context.Context, c net.Conn, t Target) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Minute))
+	line, err := bufio.NewReaderSize(io.LimitReader(c, maxLine), maxLine).ReadString('\n')
+	var r Reply
+	switch {
+	case err != nil && !errors.Is(err, io.EOF):
+		r = Reply{Error: "read the command: " + err.Error()}
+	case len(line) >= maxLine:
+		r = Reply{Error: "the command is too long"}
+	default:
+		cmd, perr := Parse(line)
+		if perr != nil {
+			r = Reply{Error: perr.Error()}
+		} else {
+			r = Do(ctx, t, cmd)
+		}
+	}
+	b, _ := json.Marshal(r)
+	c.Write(append(b, '\n'))
+}
+
+// Send sends one command line to the socket at path and returns the reply.
+func Send(ctx context.Context, path, line string) (Reply, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return Reply{}, fmt.Errorf("no sluice run answers on %s: %w", path, err)
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	if _, err := io.WriteString(c, strings.TrimSpace(line)+"\n"); err != nil {
+		return Reply{}, err
+	}
+	var r Reply
+	if err := json.NewDecoder(c).Decode(&r); err != nil {
+		return Reply{}, fmt.Errorf("read the reply from %s: %w", path, err)
+	}
+	return r, nil
+}
