@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -308,5 +309,28 @@ func TestControlAbort(t *testing.T) {
 	}
 	if tables := db.Tables(t); !slices.Equal(tables, []string{"big"}) {
 		t.Errorf("leftovers: %v", tables)
+	}
+}
+
+// TestProgressBar: --progress-style bar draws one live bar (phase, rows,
+// rate, backlog) in place of the periodic progress lines; --progress-style
+// lines keeps the lines.
+func TestProgressBar(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(200))")
+	db.Fill(t, "big", 60000, "n, REPEAT('v', 200)")
+	for i, style := range []string{"bar", "lines"} {
+		args := append(target(db, "big"), "--alter", fmt.Sprintf("ADD COLUMN x%d INT", i), "--method", "copy", "--chunk-time", "1ms",
+			"--threads", "1", "--progress-interval", "200ms", "--progress-style", style, "--drop-old", "--replica-discovery=false")
+		args = slices.DeleteFunc(args, func(s string) bool { return s == "--quiet" })
+		r := sluice(t, nil, args...)
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d: %s", style, r.code, r.stderr)
+		}
+		bar := strings.Contains(r.stderr, "copy | ") && regexp.MustCompile(`\(\d+/\d+, \d+ rows/s\)`).MatchString(r.stderr)
+		lines := strings.Contains(r.stderr, "msg=progress")
+		if style == "bar" && (!bar || lines) || style == "lines" && (bar || !lines) {
+			t.Errorf("--progress-style %s: bar drawn %v, progress lines %v:\n%.2000s", style, bar, lines, r.stderr)
+		}
 	}
 }

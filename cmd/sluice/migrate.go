@@ -48,7 +48,7 @@ type migrateFlags struct {
 	checkpointEvery                         time.Duration
 	throttleFile, panicFile                 string
 	metricsAddr, logFormat                  string
-	controlSocket                           string
+	controlSocket, progressStyle            string
 }
 
 // killAfter parses --kill-blockers: "never" (0) or "after=DURATION".
@@ -158,6 +158,7 @@ or the [client] section of --defaults-file; never from the command line.`,
 	fl.StringVar(&f.logFormat, "log-format", "text", "log lines as text (key=value) or json (one object a line)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics of the run at http://ADDR/metrics (HOST:PORT; :PORT listens on 127.0.0.1 only)")
 	fl.StringVar(&f.controlSocket, "control-socket", "", "unix socket for sluice ctl (mode 0600; default: DATABASE.TABLE.sock in $XDG_RUNTIME_DIR/sluice, else in sluice-UID under the temporary directory; off: none)")
+	fl.StringVar(&f.progressStyle, "progress-style", "auto", "progress as a live bar (bar), as log lines every --progress-interval (lines), or a bar when stderr is a terminal and logs are text (auto); several tables always get lines")
 	fl.BoolVar(&f.quiet, "quiet", false, "print only errors and the final summary")
 	return c
 }
@@ -178,14 +179,27 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		level = slog.LevelWarn
 	}
 	opts := &slog.HandlerOptions{Level: level}
+	drawBar, err := useBar(f.progressStyle, f.logFormat, f.quiet, c.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	var pb *bar
+	logOut := c.ErrOrStderr()
+	if drawBar && len(f.tables) == 1 {
+		pb = newBar(logOut)
+		logOut = pb
+	}
 	var handler slog.Handler
 	switch f.logFormat {
 	case "text":
-		handler = slog.NewTextHandler(c.ErrOrStderr(), opts)
+		handler = slog.NewTextHandler(logOut, opts)
 	case "json":
-		handler = slog.NewJSONHandler(c.ErrOrStderr(), opts)
+		handler = slog.NewJSONHandler(logOut, opts)
 	default:
 		return fmt.Errorf("--log-format %q: use text or json", f.logFormat)
+	}
+	if pb != nil {
+		handler = dropProgress{handler}
 	}
 	logger := slog.New(handler)
 	kill, err := killAfter(f.killBlockers)
@@ -204,13 +218,23 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		ReplicaDiscovery: f.replicaDiscovery, ReplicaAddrs: f.replicaAddrs, MaxLag: f.maxLag,
 		Restart: f.restart, CheckpointInterval: f.checkpointEvery, Version: version,
 	}
+	var observers []func(func() migration.Status)
+	cfg.Observe = func(s func() migration.Status) {
+		for _, o := range observers {
+			o(s)
+		}
+	}
+	if pb != nil {
+		observers = append(observers, func(s func() migration.Status) { pb.start(ctx, s) })
+		defer pb.stop()
+	}
 	if f.metricsAddr != "" {
 		l, err := metrics.Listen(f.metricsAddr)
 		if err != nil {
 			return err
 		}
 		board := &metrics.Board{}
-		cfg.Observe = board.Add
+		observers = append(observers, board.Add)
 		mctx, stop := context.WithCancel(ctx)
 		defer stop()
 		go metrics.Serve(mctx, l, board, logger)
@@ -229,6 +253,9 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		return err
 	}
 	res, err := r.Run(ctx)
+	if pb != nil {
+		pb.stop()
+	}
 	if err != nil && res.Kept != "" {
 		return fmt.Errorf("%w\nsluice: the new table %s.%s and its checkpoint are kept: run the same command again to resume, or add --restart to start over", err, database, res.Kept)
 	}
