@@ -80,6 +80,7 @@ type opResult struct {
 	// replicas is the tool's own account of the replicas it watched ("" when
 	// it watched none or says nothing).
 	replicas string
+	eta      *[2]float64 // the copy ETA's error at 1/4 and 1/2 (eta.go); nil: not measured
 }
 
 // opFunc runs one ALTER.
@@ -117,8 +118,9 @@ type result struct {
 	// deadlocks InnoDB reported during the ALTER, and those with one of the
 	// tool's own statements in them
 	deadlocks, toolDeadlocks int
-	lag                      *lagResult // the replica's lag, in the replica round
-	toolReplicas             string     // the tool's own account of the replicas it watched
+	lag                      *lagResult  // the replica's lag, in the replica round
+	toolReplicas             string      // the tool's own account of the replicas it watched
+	eta                      *[2]float64 // sluice's ETA error at 1/4 and 1/2 of the copy (eta.go)
 }
 
 // benchRun is one "sluice-bench run": the server, the results so far and
@@ -284,7 +286,7 @@ func (b *benchRun) native(table, alter string) opFunc {
 func (b *benchRun) sluiceWith(table, alter string, extra []string) opFunc {
 	args := append(append([]string(nil), b.o.SluiceArgs...), extra...)
 	return func(ctx context.Context) (opResult, error) {
-		return b.s.runSluiceOn(ctx, b.o.Sluice, table, alter, args)
+		return b.s.runSluiceOn(ctx, b.o.Sluice, table, alter, args, true)
 	}
 }
 
@@ -309,7 +311,7 @@ func (b *benchRun) steps(load string, natives []step, sluiceAlter, name string) 
 	for _, bin := range o.Baselines {
 		args := append([]string(nil), o.SluiceArgs...)
 		out = append(out, step{name: "sluice " + name + " [" + bin + "]", load: load, op: func(ctx context.Context) (opResult, error) {
-			return b.s.runSluiceOn(ctx, bin, "sbtest1", sluiceAlter, args)
+			return b.s.runSluiceOn(ctx, bin, "sbtest1", sluiceAlter, args, false)
 		}})
 	}
 	if o.PtOsc != "" && !o.SluiceOnly {
@@ -377,7 +379,10 @@ func (b *benchRun) timed(ctx context.Context, st step, rate float64) error {
 	start := time.Now()
 	out, err := st.op(ctx)
 	end := time.Now()
-	r.wall, r.rssMB, r.phases, r.catchUp, r.toolReplicas = end.Sub(start), out.rssMB, out.phases, out.catchUp, out.replicas
+	r.wall, r.rssMB, r.phases, r.catchUp, r.toolReplicas, r.eta = end.Sub(start), out.rssMB, out.phases, out.catchUp, out.replicas, out.eta
+	if r.eta != nil {
+		logf("  copy ETA error: %+.0f%% at 1/4 of the rows, %+.0f%% at 1/2", r.eta[0]*100, r.eta[1]*100)
+	}
 	if st.isF && err == nil {
 		b.lastF = r.wall
 	}
@@ -429,6 +434,7 @@ func (b *benchRun) report(capacity float64, replicaNote string) {
 	}
 	if len(main) > 0 {
 		report(b.o.Out, main, b.o.Rows, capacity, b.o.LoadThreads)
+		reportETA(b.o.Out, main)
 	} else if capacity > 0 {
 		fmt.Fprintf(b.o.Out, "\nsluice benchmark: %d-row tables, MySQL sandbox; sysbench's %d-thread oltp_read_write load sustains %.0f tps on sbtest1\n", b.o.Rows, b.o.LoadThreads, capacity)
 	}

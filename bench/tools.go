@@ -18,16 +18,35 @@ import (
 
 // runSluiceOn runs the sluice binary on a table of the benchmark database and
 // returns its peak resident memory in MB and its phase timings.
-func (s *Server) runSluiceOn(ctx context.Context, bin, table, alter string, extra []string) (opResult, error) {
+//
+// With watch, it reads sluice's status through its control socket while it
+// runs and measures how honest the copy's ETA is (eta.go); other builds
+// (--compare-with) may have no socket.
+func (s *Server) runSluiceOn(ctx context.Context, bin, table, alter string, extra []string, watch bool) (opResult, error) {
 	args := append([]string{"migrate", "--host", s.Conn.Host, "--port", strconv.Itoa(s.Conn.Port),
 		"--user", s.Conn.User, "--database", benchDB, "--table", table, "--alter", alter, "--drop-old",
 		"--progress-interval", "1h"}, extra...)
+	var samples <-chan []etaSample
+	stopWatch := func() {}
+	if watch {
+		dir, err := os.MkdirTemp("", "sluice-bench-")
+		if err != nil {
+			return opResult{}, err
+		}
+		defer os.RemoveAll(dir)
+		socket := filepath.Join(dir, "run.sock")
+		args = append(args, "--control-socket", socket)
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		samples, stopWatch = watchETA(wctx, socket), cancel
+	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = os.Environ()
 	if s.Conn.Password != "" {
 		cmd.Env = append(cmd.Env, "MYSQL_PWD="+s.Conn.Password)
 	}
 	out, err := cmd.CombinedOutput()
+	stopWatch()
 	s.keepLog(table, out)
 	rss := 0.0
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && cmd.ProcessState != nil {
@@ -44,6 +63,11 @@ func (s *Server) runSluiceOn(ctx context.Context, bin, table, alter string, extr
 	}
 	if m := replicasLine.FindStringSubmatch(string(out)); m != nil {
 		res.replicas = m[1]
+	}
+	if samples != nil {
+		if q, h, ok := etaErrors(<-samples); ok {
+			res.eta = &[2]float64{q, h}
+		}
 	}
 	return res, nil
 }

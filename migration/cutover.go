@@ -141,7 +141,9 @@ func (r *Runner) swap(ctx context.Context, lock *sql.Conn) error {
 	if err := r.carryTriggers(ctx, lock); err != nil { // triggers.go
 		return r.triggersOff(ctx, lock, err)
 	}
-	r.renaming.Store(true)
+	if !r.beginRename() { // operator.go
+		return r.triggersOff(ctx, lock, ErrAborted)
+	}
 	err := beforeRename(r.cfg.Database) // a test's failed RENAME (export_test.go)
 	switch {
 	case err != nil:
@@ -259,9 +261,10 @@ func (r *Runner) withTableLock(ctx context.Context, what, spec string, before fu
 // cut-over locks the tables of every run: group.go).
 func (r *Runner) withLocks(ctx context.Context, what string, tables []string, spec string, before func(context.Context) error, after func(),
 	fn func(ctx context.Context, lock *sql.Conn) error) error {
-	if err := r.waitResumed(ctx); err != nil {
+	if err := r.lockBegin(ctx); err != nil {
 		return err
 	}
+	defer r.lockEnd()
 	g := r.lockGuard(tables...)
 	g.Before, g.After = before, after
 	if r.cfg.CutoverLockTimeout > 0 {

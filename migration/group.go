@@ -422,8 +422,13 @@ func renameTogether(ctx context.Context, rs []*Runner, lock *sql.Conn) error {
 		shadowQ := dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)
 		pairs = append(pairs, r.orig.Quoted()+" TO "+oldQ, shadowQ+" TO "+r.orig.Quoted())
 	}
-	for _, r := range rs {
-		r.renaming.Store(true)
+	for i, r := range rs {
+		if !r.beginRename() { // operator.go
+			for _, done := range rs[:i] {
+				done.renaming.Store(false)
+			}
+			return ErrAborted
+		}
 	}
 	err := beforeRename(rs[0].cfg.Database) // a test's failed RENAME (export_test.go)
 	if err == nil {

@@ -39,13 +39,21 @@ type live struct {
 	// passed the point where it looks (postpone can no longer change);
 	// release: the operator said to cut over.
 	postpone, decided, release bool
-	threads                    int
-	chunkTime, maxLag          time.Duration
+	// cutting: the cut-over phase has begun (no pause from then on);
+	// locks: table-lock sequences under way; aborted: Abort was called
+	// (the swap must not begin).
+	cutting, aborted  bool
+	locks             int
+	threads           int
+	chunkTime, maxLag time.Duration
+	// database and table name the run for Status (preflight spells them
+	// as the server stores them).
+	database, table string
 }
 
 func newLive(cfg Config) *live {
 	l := &live{resumed: make(chan struct{}), postpone: cfg.PostponeCutover, threads: cfg.CopyWorkers,
-		chunkTime: cfg.ChunkTime, maxLag: cfg.MaxLag}
+		chunkTime: cfg.ChunkTime, maxLag: cfg.MaxLag, database: cfg.Database, table: cfg.Table}
 	close(l.resumed)
 	return l
 }
@@ -53,24 +61,74 @@ func newLive(cfg Config) *live {
 func (l *live) get() live {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return live{paused: l.paused, since: l.since, postpone: l.postpone && !l.release, threads: l.threads, chunkTime: l.chunkTime, maxLag: l.maxLag}
+	return live{paused: l.paused, since: l.since, postpone: l.postpone && !l.release, threads: l.threads, chunkTime: l.chunkTime,
+		maxLag: l.maxLag, database: l.database, table: l.table}
 }
 
-// waitResumed returns once the run is not paused, or ctx is done.
-func (r *Runner) waitResumed(ctx context.Context) error {
+func (l *live) name(database, table string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.database, l.table = database, table
+}
+
+// waitResumed returns once the run is not paused, or ctx is done. With
+// phase "cut-over" it marks the cut-over as begun in the same step, so that
+// no pause is accepted after it.
+func (r *Runner) waitResumed(ctx context.Context, phase string) error {
+	for logged := false; ; logged = true {
+		r.live.mu.Lock()
+		resumed, paused := r.live.resumed, r.live.paused
+		if !paused && phase == "cut-over" {
+			r.live.cutting = true
+		}
+		r.live.mu.Unlock()
+		if !paused {
+			return nil
+		}
+		if !logged {
+			r.log.Info("paused by the operator; waiting for sluice ctl resume", "phase", r.Phase())
+		}
+		select {
+		case <-resumed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// lockBegin waits until the run is not paused and counts a table-lock
+// sequence under way until lockEnd; Pause waits for it to end.
+func (r *Runner) lockBegin(ctx context.Context) error {
+	for {
+		if err := r.waitResumed(ctx, ""); err != nil {
+			return err
+		}
+		r.live.mu.Lock()
+		if !r.live.paused {
+			r.live.locks++
+			r.live.mu.Unlock()
+			return nil
+		}
+		r.live.mu.Unlock()
+	}
+}
+
+func (r *Runner) lockEnd() {
 	r.live.mu.Lock()
-	resumed, paused := r.live.resumed, r.live.paused
+	r.live.locks--
 	r.live.mu.Unlock()
-	if !paused {
-		return nil
+}
+
+// beginRename marks the swap as begun unless the operator aborted first:
+// from then on Abort refuses.
+func (r *Runner) beginRename() bool {
+	r.live.mu.Lock()
+	defer r.live.mu.Unlock()
+	if r.live.aborted {
+		return false
 	}
-	r.log.Info("paused by the operator; waiting for sluice ctl resume", "phase", r.Phase())
-	select {
-	case <-resumed:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	r.renaming.Store(true)
+	return true
 }
 
 // stopApply sets the apply and the copy's throttle to the pause state;
@@ -91,10 +149,11 @@ func (r *Runner) stopApplyLocked() {
 // begins. The binlog is still read, so the changes wait in memory. An index
 // build or a checksum already running goes on to its end.
 func (r *Runner) Pause(ctx context.Context) (string, error) {
-	if r.settling() || r.Phase() == "cut-over" {
+	r.live.mu.Lock()
+	if r.live.cutting || r.settling() {
+		r.live.mu.Unlock()
 		return "", fmt.Errorf("%w: it is too late to pause", errTooLate)
 	}
-	r.live.mu.Lock()
 	if r.live.paused {
 		r.live.mu.Unlock()
 		return "already paused", nil
@@ -104,7 +163,7 @@ func (r *Runner) Pause(ctx context.Context) (string, error) {
 	resumed := r.live.resumed
 	r.live.mu.Unlock()
 	go r.watchRetention(resumed)
-	// The chunks and batches in flight finish.
+	// The chunks, batches and table-lock sequences in flight finish.
 	deadline := time.Now().Add(30 * time.Second)
 	for r.busy() > 0 && time.Now().Before(deadline) {
 		select {
@@ -121,9 +180,13 @@ func (r *Runner) Pause(ctx context.Context) (string, error) {
 	return msg, nil
 }
 
-// busy counts the copy's chunks and the apply's batches in flight.
+// busy counts the copy's chunks, the apply's batches and the table-lock
+// sequences in flight.
 func (r *Runner) busy() int {
-	n := r.sched.InFlight()
+	r.live.mu.Lock()
+	n := r.live.locks
+	r.live.mu.Unlock()
+	n += r.sched.InFlight()
 	if r.observed.Load() != nil {
 		n += r.throttle.Busy()
 	}
@@ -213,7 +276,7 @@ func (r *Runner) Set(ctx context.Context, name, value string) (string, error) {
 		r.live.mu.Lock()
 		r.live.maxLag = d
 		r.live.mu.Unlock()
-		if r.lag == nil {
+		if r.observed.Load() != nil && r.lag == nil { // r.lag is set before the run is observed
 			return "max-lag=" + d.String() + " (no replica is watched)", nil
 		}
 		return "max-lag=" + d.String(), nil
@@ -247,9 +310,15 @@ func (r *Runner) setThreads(n int) (string, error) {
 		}
 	}
 	if r.observed.Load() != nil {
-		r.db.SetMaxOpenConns(n + r.cfg.ApplyWorkers + r.cfg.ChecksumWorkers + 8)
+		r.db.SetMaxOpenConns(r.poolSizeFor(n))
 	}
 	return "threads=" + strconv.Itoa(n), nil
+}
+
+// poolSizeFor is the most connections a run opens at once with n copy
+// workers.
+func (r *Runner) poolSizeFor(n int) int {
+	return n + r.cfg.ApplyWorkers + r.cfg.ChecksumWorkers + 8
 }
 
 // maxLag is the replica lag over which the copy pauses.
@@ -271,7 +340,7 @@ func (r *Runner) Postpone() (string, error) {
 	r.live.mu.Lock()
 	defer r.live.mu.Unlock()
 	switch {
-	case r.live.decided && !r.live.postpone:
+	case r.live.decided && (!r.live.postpone || r.live.release):
 		return "", fmt.Errorf("%w: it is too late to postpone it", errTooLate)
 	case r.live.postpone && !r.live.release:
 		return "already postponed", nil
@@ -314,15 +383,15 @@ func (r *Runner) released() bool {
 // Abort stops the run: the original table stays as it was and the new
 // table is dropped, as after an interrupt.
 func (r *Runner) Abort() (string, error) {
-	if r.settling() {
-		return "", fmt.Errorf("%w: the swap is being made, too late to abort", errTooLate)
-	}
 	r.live.mu.Lock()
-	cancel := r.live.cancel
-	r.live.mu.Unlock()
-	if cancel == nil {
+	defer r.live.mu.Unlock()
+	switch {
+	case r.settling(): // beginRename sets it under this lock
+		return "", fmt.Errorf("%w: the swap is being made, too late to abort", errTooLate)
+	case r.live.cancel == nil:
 		return "", errors.New("the run has not started")
 	}
-	cancel(ErrAborted)
+	r.live.aborted = true
+	r.live.cancel(ErrAborted)
 	return "aborting: the run stops and drops its new table; the original table is unchanged", nil
 }

@@ -211,7 +211,7 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 }
 
 func (r *Runner) runPhase(ctx context.Context, name string, fn func(context.Context) error) error {
-	if err := r.waitResumed(ctx); err != nil {
+	if err := r.waitResumed(ctx, name); err != nil {
 		return err
 	}
 	r.phase.Store(name)
@@ -469,7 +469,7 @@ func (r *Runner) copyRows(ctx context.Context) error {
 		return err
 	}
 	c, err := copier.New(copier.Config{
-		DB: r.db, Mapping: r.mapping, Key: r.key, Workers: r.copyThreads(), MaxWorkers: maxThreads,
+		DB: r.db, Mapping: r.mapping, Key: r.key, Workers: max(r.copyThreads(), 1), MaxWorkers: maxThreads,
 		Chunk:  chunk.Config{Target: r.live.get().chunkTime, Limit: r.chunkLimit},
 		Spans:  r.sched,
 		Gate:   r.throttle,
@@ -480,6 +480,10 @@ func (r *Runner) copyRows(ctx context.Context) error {
 		return err
 	}
 	r.copier.Store(c)
+	// A setting the operator changed before the copier was stored.
+	c.SetWorkers(r.copyThreads())
+	c.SetChunkTime(r.live.get().chunkTime)
+	r.db.SetMaxOpenConns(r.poolSizeFor(r.copyThreads()))
 	err = c.Run(ctx)
 	r.res.Throttled = r.throttle.Throttled()
 	r.res.CopyLanes = c.Lanes()

@@ -18,9 +18,10 @@ type Status struct {
 	// RowsCopied counts the rows the copy has written; RowsEstimated is the
 	// table's row count as the server estimates it.
 	RowsCopied, RowsEstimated int64
-	// ETA is the copy's remaining time at its mean rate so far (0 outside
-	// the copy).
-	ETA time.Duration
+	// Rate is the copy's rows a second over its last ten seconds; ETA is
+	// the copy's remaining time at that rate (0 outside the copy).
+	Rate float64
+	ETA  time.Duration
 	// Backlog is the number of changed keys waiting to be applied; Applied
 	// counts the key applications committed.
 	Backlog int
@@ -85,14 +86,11 @@ type statusJSON struct {
 // null.
 func (s Status) MarshalJSON() ([]byte, error) {
 	j := statusJSON{Database: s.Database, Table: s.Table, Phase: s.Phase, Elapsed: s.Elapsed.Seconds(),
-		RowsCopied: s.RowsCopied, RowsEstimated: s.RowsEstimated, ETA: s.ETA.Seconds(), Backlog: s.Backlog, Applied: s.Applied,
+		RowsCopied: s.RowsCopied, RowsEstimated: s.RowsEstimated, Rate: s.Rate, ETA: s.ETA.Seconds(), Backlog: s.Backlog, Applied: s.Applied,
 		BinlogLag: s.BinlogLag.Seconds(), Throttle: s.Throttle, Throttled: s.Throttled.Seconds(), ThrottledLag: s.ThrottledLag.Seconds(),
 		Paused: s.Paused, PausedFor: s.PausedFor.Seconds(), Postponed: s.Postponed, LockAttempts: s.LockAttempts,
 		LongestLockWait: s.LongestLockWait.Seconds(), Threads: s.Threads, ChunkTime: s.ChunkTime.Seconds(), MaxLag: s.MaxLag.Seconds(),
 		MaxLoad: s.MaxLoad}
-	if s.Elapsed > 0 {
-		j.Rate = float64(s.RowsCopied) / s.Elapsed.Seconds()
-	}
 	if s.ReplicaLagKnown {
 		l := s.ReplicaLag.Seconds()
 		j.ReplicaLag = &l
@@ -136,7 +134,7 @@ func (r *Runner) observe(start time.Time) {
 // at any time: before the capture starts it holds the phase alone.
 func (r *Runner) Status() Status {
 	l := r.live.get()
-	s := Status{Database: r.cfg.Database, Table: r.cfg.Table, Phase: r.Phase(),
+	s := Status{Database: l.database, Table: l.table, Phase: r.Phase(),
 		LockAttempts: r.lockAttempts.Load(), LongestLockWait: time.Duration(r.lockWait.longest.Load()),
 		Paused: l.paused, Postponed: l.postpone, Threads: l.threads, ChunkTime: l.chunkTime, MaxLag: l.maxLag}
 	if l.paused {
@@ -154,8 +152,11 @@ func (r *Runner) Status() Status {
 	s.Elapsed, s.RowsEstimated = time.Since(o.start), o.estimated
 	if c := r.copier.Load(); c != nil {
 		s.RowsCopied, s.ChunkTime = c.Rows(), c.ChunkTime()
-		if s.Phase == "copy" && s.RowsCopied > 0 {
-			s.ETA = time.Duration(float64(s.Elapsed) * float64(max(s.RowsEstimated-s.RowsCopied, 0)) / float64(s.RowsCopied))
+		if s.Phase == "copy" {
+			s.Rate = c.Rate()
+			if s.Rate > 0 {
+				s.ETA = time.Duration(float64(max(s.RowsEstimated-s.RowsCopied, 0)) / s.Rate * float64(time.Second))
+			}
 		}
 	}
 	s.Backlog, s.Applied, s.BinlogLag = r.sched.Backlog(), r.applier.Applied(), o.capture()

@@ -1,6 +1,9 @@
 package migration
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,5 +42,92 @@ func TestLongestLockWait(t *testing.T) {
 	wg.Wait()
 	if got := time.Duration(l.longest.Load()); got != 200*time.Millisecond {
 		t.Fatalf("longest wait %v, want 200ms", got)
+	}
+}
+
+// TestOperatorStateMachine: postpone and cutover before and after the run
+// decides, pause refused once the cut-over began, abort refused once the
+// swap began and the swap refused once aborted. No server is needed.
+func TestOperatorStateMachine(t *testing.T) {
+	newRun := func() *Runner {
+		r, err := New(Config{Conn: dbconn.Config{Host: "127.0.0.1", Port: 1, User: "u"}, Database: "d", Table: "t", Alter: "ADD COLUMN x INT"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r := newRun()
+	if _, err := r.Cutover(); err == nil {
+		t.Error("cutover of a run that is not postponed was accepted")
+	}
+	if _, err := r.Postpone(); err != nil || !r.Status().Postponed {
+		t.Fatalf("postpone: %v, %+v", err, r.Status())
+	}
+	if msg, err := r.Cutover(); err != nil || !strings.Contains(msg, "as soon as the checksum passes") {
+		t.Fatalf("cutover before the run decides: %q, %v", msg, err)
+	}
+	if r.postponing() {
+		t.Error("the run waits after the operator released it")
+	}
+	if _, err := r.Postpone(); err == nil {
+		t.Error("postpone after the run decided not to wait was accepted")
+	}
+
+	r = newRun()
+	r.Postpone()
+	if !r.postponing() || r.released() {
+		t.Fatal("a postponed run does not wait")
+	}
+	if msg, err := r.Cutover(); err != nil || msg != "cut-over triggered" || !r.released() {
+		t.Fatalf("cutover while waiting: %q, %v", msg, err)
+	}
+	if _, err := r.Postpone(); err == nil {
+		t.Error("postpone after the cut-over was released was accepted")
+	}
+
+	r = newRun()
+	ctx := context.Background()
+	if _, err := r.Pause(ctx); err != nil || !r.Status().Paused {
+		t.Fatalf("pause: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.waitResumed(ctx, "cut-over") }()
+	select {
+	case err := <-done:
+		t.Fatalf("the cut-over began while paused: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	r.Resume()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Pause(ctx); err == nil || !errors.Is(err, errTooLate) {
+		t.Errorf("pause after the cut-over began: %v", err)
+	}
+
+	r = newRun()
+	if _, err := r.Abort(); err == nil {
+		t.Error("abort before the run started was accepted")
+	}
+	var cause error
+	r.live.cancel = func(err error) { cause = err }
+	if !r.beginRename() {
+		t.Fatal("the swap was refused without an abort")
+	}
+	if _, err := r.Abort(); err == nil || cause != nil {
+		t.Errorf("abort after the swap began: %v, cancelled with %v", err, cause)
+	}
+	r = newRun()
+	r.live.cancel = func(err error) { cause = err }
+	if _, err := r.Abort(); err != nil || !errors.Is(cause, ErrAborted) {
+		t.Fatalf("abort: %v, cause %v", err, cause)
+	}
+	if r.beginRename() {
+		t.Error("the swap began after an abort")
+	}
+	if retentionStep(time.Hour, 0) != 0 || retentionStep(49*time.Minute, 100*time.Minute) != 0 ||
+		retentionStep(50*time.Minute, 100*time.Minute) != 1 || retentionStep(80*time.Minute, 100*time.Minute) != 2 ||
+		retentionStep(95*time.Minute, 100*time.Minute) != 3 {
+		t.Error("retentionStep")
 	}
 }

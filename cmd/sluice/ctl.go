@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -52,7 +53,7 @@ No SQL is accepted over the socket.`,
 					return errors.New("name the run: --socket PATH, or --database and --table")
 				}
 				var err error
-				if path, err = control.DefaultPath(database, table); err != nil {
+				if path, err = control.Find(database, table); err != nil {
 					return err
 				}
 			}
@@ -95,24 +96,32 @@ func (t runTarget) StatusJSON() ([]byte, error) { return json.Marshal(t.Status()
 // closes them all.
 type controlSockets struct {
 	path    string // --control-socket ("": the default of each table)
+	server  string // HOST:PORT, in the default socket's name
 	ctx     context.Context
-	log     func(msg string, args ...any)
+	log     *slog.Logger
 	servers []*control.Server
 }
 
-// attach listens on the run's socket (migration.Config.Attach).
+// attach listens on the run's socket (migration.Config.Attach). A socket
+// the operator named must open; the default one may not (its directory
+// refused, say), and the run then goes on without it, saying why.
 func (s *controlSockets) attach(r *migration.Runner) error {
 	st := r.Status()
-	path := s.path
-	if path == "" {
-		var err error
-		if path, err = control.DefaultPath(st.Database, st.Table); err != nil {
-			return err
-		}
-	} else if len(s.servers) > 0 {
+	path, err := s.path, error(nil)
+	switch {
+	case path == "":
+		path, err = control.DefaultPath(s.server, st.Database, st.Table)
+	case len(s.servers) > 0:
 		return errors.New("--control-socket names one socket: leave it out when migrating several tables (each gets its own)")
 	}
-	srv, err := control.Listen(path)
+	var srv *control.Server
+	if err == nil {
+		srv, err = control.Listen(path)
+	}
+	if err != nil && s.path == "" {
+		s.log.Warn("no control socket for this run; sluice ctl cannot reach it (--control-socket PATH names another)", "table", st.Table, "why", err.Error())
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -122,7 +131,7 @@ func (s *controlSockets) attach(r *migration.Runner) error {
 	if srv.Stale {
 		args = append(args, "replaced", "a socket file a stopped run left")
 	}
-	s.log("control socket", args...)
+	s.log.Info("control socket", args...)
 	return nil
 }
 

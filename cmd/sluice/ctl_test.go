@@ -183,8 +183,8 @@ func TestControlSocket(t *testing.T) {
 	if st1["rows_copied"].(float64) >= 400000 {
 		t.Fatalf("the copy ended before the pause; the test proves nothing (%v rows)", st1["rows_copied"])
 	}
-	if st1["backlog"].(float64) <= st0["backlog"].(float64) && st1["backlog"].(float64) == 0 {
-		t.Errorf("no change waits after 2s of writes while paused: %v", st1)
+	if st1["backlog"].(float64) <= st0["backlog"].(float64) {
+		t.Errorf("the backlog did not grow in 2s of writes while paused (%v, then %v): the changes are not read meanwhile", st0["backlog"], st1["backlog"])
 	}
 
 	// Threads: one copy statement at a time, then four; short chunks keep

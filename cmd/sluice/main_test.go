@@ -25,7 +25,11 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "sluice")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+	args := []string{"build", "-o", binary}
+	if raceBuild {
+		args = append(args, "-race") // the race detector watches the runs the tests start too
+	}
+	if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build sluice: %v\n%s", err, out)
 		os.Exit(1)
 	}

@@ -241,7 +241,7 @@ func runMigrate(ctx context.Context, c *cobra.Command, f migrateFlags) error {
 		logger.Info("metrics served", "url", "http://"+l.Addr().String()+"/metrics")
 	}
 	if f.controlSocket != "off" {
-		sockets := &controlSockets{path: f.controlSocket, ctx: ctx, log: logger.Info}
+		sockets := &controlSockets{path: f.controlSocket, server: fmt.Sprintf("%s:%d", conn.Host, conn.Port), ctx: ctx, log: logger}
 		defer sockets.close()
 		cfg.Attach = sockets.attach
 	}

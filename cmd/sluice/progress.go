@@ -68,7 +68,10 @@ func (b *bar) stop() {
 }
 
 func newBar(w io.Writer) *bar {
-	return &bar{w: w, bar: progressbar.NewOptions64(-1,
+	// A known length (set from the status) and no spinner: the library's
+	// spinner redraws from a goroutine of its own, outside any lock.
+	return &bar{w: w, bar: progressbar.NewOptions64(1,
+		progressbar.OptionSetSpinnerChangeInterval(0),
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetItsString("rows"),
 		progressbar.OptionShowIts(),

@@ -310,3 +310,36 @@ func TestSortKeysInStatements(t *testing.T) {
 		}
 	}
 }
+
+// TestSchedulerStop: the operator's stop keeps keys from the workers and the
+// resolver, not from the cut-over's TakeAll, and is apart from holds.
+func TestSchedulerStop(t *testing.T) {
+	s := NewScheduler()
+	s.Add(k(1), k(2))
+	s.Stop(true)
+	if b := s.Next(10); b != nil {
+		t.Fatalf("Next while stopped: %v", b)
+	}
+	if b := s.TakeAllUnlessHeld(); b != nil {
+		t.Fatalf("TakeAllUnlessHeld while stopped: %v", b)
+	}
+	s.Hold(true)
+	s.Hold(false) // lifting a hold does not lift the stop
+	if b := s.Next(10); b != nil {
+		t.Fatalf("Next after a hold was lifted, still stopped: %v", b)
+	}
+	changed := s.Changed()
+	s.Stop(false)
+	select {
+	case <-changed:
+	default:
+		t.Error("the workers were not woken when the stop was lifted")
+	}
+	if b := s.Next(1); len(b) != 1 {
+		t.Fatalf("Next after the stop: %v", b)
+	}
+	s.Stop(true)
+	if b := s.TakeAll(); len(b) != 1 {
+		t.Fatalf("TakeAll while stopped: %v", b)
+	}
+}

@@ -116,25 +116,63 @@ func Do(ctx context.Context, t Target, c Command) Reply {
 	return Reply{OK: true, Message: msg}
 }
 
-// DefaultPath is the socket of a migration of database.table: in
-// $XDG_RUNTIME_DIR/sluice, else in sluice-UID under the temporary directory.
-// The directory is made mode 0700 if missing, and refused if another user
-// owns it or may enter it.
-func DefaultPath(database, table string) (string, error) {
+// Dir is the directory of the default sockets: $XDG_RUNTIME_DIR/sluice,
+// else sluice-UID under the temporary directory. It is made mode 0700 if
+// missing, and refused if another user owns it or may enter it.
+func Dir() (string, error) {
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("sluice-%d", os.Getuid()))
 	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
 		dir = filepath.Join(d, "sluice")
 	}
-	if err := privateDir(dir); err != nil {
+	return dir, privateDir(dir)
+}
+
+// DefaultPath is the socket of a migration of database.table on server
+// (HOST:PORT), in Dir: DATABASE.TABLE@SERVER.sock, every byte other than a
+// letter, digit, '_' or '-' of the names spelt %XX; a hash of them when
+// that is too long for a socket's path.
+func DefaultPath(server, database, table string) (string, error) {
+	dir, err := Dir()
+	if err != nil {
 		return "", err
 	}
-	name := escape(database) + "." + escape(table) + ".sock"
-	if p := filepath.Join(dir, name); len(p) < 100 {
+	if p := filepath.Join(dir, plainName(database, table)+escape(server)+".sock"); len(p) < 100 {
 		return p, nil
 	}
 	// A unix socket's path holds at most 107 bytes.
-	sum := sha256.Sum256([]byte(database + "\x00" + table))
-	return filepath.Join(dir, "sluice-"+hex.EncodeToString(sum[:8])+".sock"), nil
+	return filepath.Join(dir, hashedName(database, table)+short(server)+".sock"), nil
+}
+
+func plainName(database, table string) string { return escape(database) + "." + escape(table) + "@" }
+
+func hashedName(database, table string) string {
+	return "sluice-" + short(database+"\x00"+table) + "-"
+}
+
+func short(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:6])
+}
+
+// Find returns the default socket of the one run of database.table that
+// has one, whatever its server; it names them all when there are several.
+func Find(database, table string) (string, error) {
+	dir, err := Dir()
+	if err != nil {
+		return "", err
+	}
+	var found []string
+	for _, pat := range []string{plainName(database, table) + "*.sock", hashedName(database, table) + "*.sock"} {
+		m, _ := filepath.Glob(filepath.Join(dir, pat))
+		found = append(found, m...)
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("no run of %s.%s has a socket in %s: is it running on this host, as this user? (its first log line names its socket)", database, table, dir)
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("runs of %s.%s on several servers have sockets: pass --socket, one of %s", database, table, strings.Join(found, ", "))
 }
 
 // privateDir makes dir mode 0700 if it is missing and checks that only the
@@ -182,24 +220,37 @@ type Server struct {
 	l     *net.UnixListener
 }
 
-// Listen listens on path (mode 0600). A socket file nothing answers on is
-// replaced; one a live process answers on, or any other file, is refused.
+// Listen listens on path (mode 0600 from the start). A socket file of this
+// user's that refuses connections (its run is gone) is replaced; one a live
+// process answers on, one another user owns, one that cannot be dialled for
+// another reason, or any other file, is refused and left alone.
 func Listen(path string) (*Server, error) {
 	s := &Server{Path: path}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
 			return nil, fmt.Errorf("control socket: %s exists and is not a socket: remove it, or pass another --control-socket", path)
 		}
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+			return nil, fmt.Errorf("control socket: %s belongs to another user (uid %d): pass another --control-socket", path, st.Uid)
+		}
+		c, err := net.DialTimeout("unix", path, time.Second)
+		switch {
+		case err == nil:
 			c.Close()
 			return nil, fmt.Errorf("control socket: another sluice run listens on %s (sluice ctl --socket %s status): wait for it, or pass another --control-socket", path, path)
+		case !errors.Is(err, syscall.ECONNREFUSED):
+			return nil, fmt.Errorf("control socket: %s exists and cannot be told stale (%v): remove it if no run uses it, or pass another --control-socket", path, err)
 		}
 		if err := os.Remove(path); err != nil {
 			return nil, fmt.Errorf("control socket: remove the stale %s: %w", path, err)
 		}
 		s.Stale = true
 	}
+	// The socket is made with no access for others: a chmod after the bind
+	// would leave a moment in which they could connect.
+	old := syscall.Umask(0o177)
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	syscall.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w (pass another --control-socket)", err)
 	}

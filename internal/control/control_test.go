@@ -107,7 +107,19 @@ func TestSocketModeAndCommands(t *testing.T) {
 			t.Errorf("%s: reply %+v", line, r)
 		}
 	}
-	for _, line := range []string{"DROP TABLE t", "set threads", strings.Repeat("x", 5000)} {
+	// A valid command padded past the length limit is refused for its
+	// length (sent raw: Send trims a line).
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("status" + strings.Repeat(" ", 5000) + "\n"))
+	var long Reply
+	if err := json.NewDecoder(c).Decode(&long); err != nil || long.OK || !strings.Contains(long.Error, "too long") {
+		t.Errorf("an over-long line: reply %+v, %v", long, err)
+	}
+	c.Close()
+	for _, line := range []string{"DROP TABLE t", "set threads"} {
 		if r := send(t, path, line); r.OK || r.Error == "" {
 			t.Errorf("%.20s: reply %+v, want an error", line, r)
 		}
@@ -154,34 +166,82 @@ func TestStaleSocketReplacedLiveRefused(t *testing.T) {
 	}
 }
 
-func TestDefaultPath(t *testing.T) {
+func TestDefaultPathAndFind(t *testing.T) {
 	run := t.TempDir()
 	t.Setenv("XDG_RUNTIME_DIR", run)
-	p, err := DefaultPath("shop", "orders")
-	if err != nil || p != filepath.Join(run, "sluice", "shop.orders.sock") {
+	if _, err := Find("shop", "orders"); err == nil || !strings.Contains(err.Error(), "no run of shop.orders") {
+		t.Fatalf("Find with no socket: %v", err)
+	}
+	p, err := DefaultPath("db1:3306", "shop", "orders")
+	if err != nil || p != filepath.Join(run, "sluice", "shop.orders@db1%3A3306.sock") {
 		t.Fatalf("DefaultPath = %q, %v", p, err)
 	}
 	fi, _ := os.Stat(filepath.Dir(p))
 	if fi.Mode().Perm() != 0o700 {
 		t.Errorf("directory mode %v, want 0700", fi.Mode().Perm())
 	}
+	serve(t, p)
+	if got, err := Find("shop", "orders"); err != nil || got != p {
+		t.Errorf("Find = %q, %v; want %q", got, err, p)
+	}
+	// Another table's socket, and one whose name only starts alike, are not
+	// found for it.
+	other, _ := DefaultPath("db1:3306", "shop", "orders2")
+	serve(t, other)
+	if got, err := Find("shop", "orders"); err != nil || got != p {
+		t.Errorf("Find beside orders2 = %q, %v", got, err)
+	}
+	// The same table on a second server: Find names both.
+	second, _ := DefaultPath("db2:3306", "shop", "orders")
+	serve(t, second)
+	if _, err := Find("shop", "orders"); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), second) {
+		t.Errorf("Find with two servers: %v", err)
+	}
 	// Names that differ only in bytes a file name cannot hold get their
 	// own sockets.
-	a, _ := DefaultPath("a.b", "c")
-	b, _ := DefaultPath("a", "b.c")
-	c, _ := DefaultPath("a/b", "c")
+	a, _ := DefaultPath("h:1", "a.b", "c")
+	b, _ := DefaultPath("h:1", "a", "b.c")
+	c, _ := DefaultPath("h:1", "a/b", "c")
 	if a == b || strings.Contains(filepath.Base(c), "/") {
 		t.Errorf("paths %q %q %q", a, b, c)
 	}
-	long, err := DefaultPath(strings.Repeat("d", 64), strings.Repeat("t", 64))
+	long, err := DefaultPath("db1:3306", strings.Repeat("d", 64), strings.Repeat("t", 64))
 	if err != nil || len(long) >= 108 {
 		t.Errorf("long names: %q (%d bytes), %v", long, len(long), err)
+	}
+	serve(t, long)
+	if got, err := Find(strings.Repeat("d", 64), strings.Repeat("t", 64)); err != nil || got != long {
+		t.Errorf("Find of the long names = %q, %v", got, err)
 	}
 	// A directory other users may enter is refused.
 	if err := os.Chmod(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := DefaultPath("shop", "orders"); err == nil || !strings.Contains(err.Error(), "other users may enter") {
+	if _, err := DefaultPath("db1:3306", "shop", "orders"); err == nil || !strings.Contains(err.Error(), "other users may enter") {
 		t.Fatalf("an open directory was accepted: %v", err)
+	}
+}
+
+// TestOthersSocketLeftAlone: a socket file another user owns is never
+// removed, even when nothing answers on it.
+func TestOthersSocketLeftAlone(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to give the socket file to another user")
+	}
+	path := filepath.Join(t.TempDir(), "run.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	if err := os.Chown(path, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Listen(path); err == nil || !strings.Contains(err.Error(), "belongs to another user") {
+		t.Fatalf("another user's socket: %v", err)
+	}
+	if _, err := os.Lstat(path); err != nil {
+		t.Fatal("another user's socket was removed")
 	}
 }

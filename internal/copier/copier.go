@@ -106,6 +106,7 @@ type Copier struct {
 	exact bool
 	// turns lets the first limit workers copy (SetWorkers).
 	turns turns
+	meter meter // the rows copied over time (Rate)
 }
 
 // New validates cfg.
@@ -149,6 +150,10 @@ func (c *Copier) ChunkTime() time.Duration { return c.sizer.Target() }
 
 // Rows returns how many rows have been copied so far.
 func (c *Copier) Rows() int64 { return c.rows.Load() }
+
+// Rate returns the rows copied a second over the last five seconds (or
+// since the first chunk), 0 before the first chunk.
+func (c *Copier) Rate() float64 { return c.meter.rate(time.Now(), c.rows.Load()) }
 
 // Chunks returns how many chunks have been copied so far.
 func (c *Copier) Chunks() int64 { return c.chunks.Load() }
@@ -267,7 +272,7 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 			n, id, err = c.recopy(ctx, gone, lostAt.Add(c.cfg.ReconnectFor), where, args)
 		}
 		if err == nil {
-			c.rows.Add(n)
+			c.meter.record(time.Now(), c.rows.Add(n))
 			c.chunks.Add(1)
 			if sp.Hi != nil && lostAt.IsZero() {
 				c.sizer.Observe(int(n), time.Since(start))

@@ -55,12 +55,13 @@ var (
 	phaseDesc     = desc("phase", "The phase the run is in (1 for the current one).", "phase")
 	copiedDesc    = desc("rows_copied_total", "Rows the copy has written to the new table.")
 	estimatedDesc = desc("rows_estimated", "The original table's row count as the server estimates it.")
-	etaDesc       = desc("copy_eta_seconds", "The copy's remaining time at its mean rate so far (0 outside the copy).")
+	etaDesc       = desc("copy_eta_seconds", "The copy's remaining time at its rate over the last five seconds (0 outside the copy).")
 	appliedDesc   = desc("changes_applied_total", "Changed keys applied to the new table.")
 	backlogDesc   = desc("apply_backlog", "Changed keys waiting to be applied.")
 	binlogDesc    = desc("binlog_lag_seconds", "How far behind the binlog reader is (binlog capture).")
 	replicaDesc   = desc("replica_lag_seconds", "The slowest watched replica's lag (absent when no replica is watched or it cannot be measured).")
-	throttleDesc  = desc("throttled_seconds_total", "Time the copy paused, by reason: replica_lag, or other (--max-load, --critical-load, --throttle-flag-file).", "reason")
+	throttleDesc  = desc("throttled_seconds_total", "Time the copy paused, by reason: replica_lag, or other (--max-load, --critical-load, --throttle-flag-file, sluice ctl pause).", "reason")
+	pausedDesc    = desc("paused", "1 while the operator has paused the run (sluice ctl pause).")
 	attemptsDesc  = desc("lock_attempts_total", "Metadata-lock attempts (cut-over, INSTANT or in-place ALTER).")
 	lockWaitDesc  = desc("lock_wait_longest_seconds", "The longest wait for the cut-over's table locks.")
 )
@@ -69,7 +70,7 @@ type collector struct{ board *Board }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{phaseDesc, copiedDesc, estimatedDesc, etaDesc, appliedDesc, backlogDesc,
-		binlogDesc, replicaDesc, throttleDesc, attemptsDesc, lockWaitDesc} {
+		binlogDesc, replicaDesc, throttleDesc, pausedDesc, attemptsDesc, lockWaitDesc} {
 		ch <- d
 	}
 }
@@ -92,6 +93,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		metric(throttleDesc, prometheus.CounterValue, s.ThrottledLag.Seconds(), "replica_lag")
 		metric(throttleDesc, prometheus.CounterValue, max(0, s.Throttled-s.ThrottledLag).Seconds(), "other")
+		paused := 0.0
+		if s.Paused {
+			paused = 1
+		}
+		metric(pausedDesc, prometheus.GaugeValue, paused)
 		metric(attemptsDesc, prometheus.CounterValue, float64(s.LockAttempts))
 		metric(lockWaitDesc, prometheus.GaugeValue, s.LongestLockWait.Seconds())
 	}

@@ -105,6 +105,7 @@ func TestMetricsOfARun(t *testing.T) {
 	for name, want := range map[string]float64{
 		"sluice_phase{" + with("phase", "postponed") + "}": 1,
 		"sluice_rows_copied_total{" + lbl + "}":            rows,
+		"sluice_paused{" + lbl + "}":                       0,
 	} {
 		if got, ok := during[name]; !ok || got != want {
 			t.Errorf("while postponed, %s = %v (present %v), want %v", name, got, ok, want)

@@ -256,17 +256,15 @@ func (t *Throttler) MaxLoad() []Limit {
 
 // SetOperator pauses the copy for the operator (reason not "") or lifts
 // that pause (""). A pause takes effect at once; once lifted, the copy goes
-// on at the next check if no other signal holds it.
+// on at the next check (Run checks every Interval) if no other signal holds
+// it.
 func (t *Throttler) SetOperator(reason string) {
 	t.mu.Lock()
 	t.operator = reason
-	lag, active := t.lag.reason, len(t.names) > 0 || t.cfg.FlagFile != "" || t.cfg.PanicFile != "" || t.cfg.Lag != nil
+	lag := t.lag.reason
 	t.mu.Unlock()
-	switch {
-	case reason != "":
+	if reason != "" {
 		t.set(reason, lag)
-	case !active:
-		t.set("", "")
 	}
 }
 
@@ -385,6 +383,7 @@ func exists(path string) bool {
 // later check succeeds. Call it once before the copy starts, then Run.
 func (t *Throttler) Check(ctx context.Context) error {
 	if !t.Active() {
+		t.set("", "") // an operator's pause lifted, nothing else to watch
 		return nil
 	}
 	status, err := t.status(ctx)
@@ -424,12 +423,9 @@ func (t *Throttler) Panicked() string {
 }
 
 // Run checks the signals every Interval until ctx is done or Check returns
-// an error, which it returns.
+// an error, which it returns. It checks even with nothing to watch: the
+// operator may pause the run or set --max-load meanwhile.
 func (t *Throttler) Run(ctx context.Context) error {
-	if !t.Active() {
-		<-ctx.Done()
-		return nil
-	}
 	tick := time.NewTicker(t.cfg.Interval)
 	defer tick.Stop()
 	defer t.set("", "")
