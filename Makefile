@@ -12,7 +12,7 @@ MARIADB10_DSN = $$(SLUICE_SANDBOX_PROFILE=mariadb10 $(SANDBOX) env | sed -e "s/^
 MARIADB11_REPLICA_DSNS = $$(SLUICE_SANDBOX_PROFILE=mariadb11 $(SANDBOX) replicas env | sed -e "s/^export SLUICE_TEST_REPLICA_DSNS='//" -e "s/'$$//")
 MARIADB10_REPLICA_DSNS = $$(SLUICE_SANDBOX_PROFILE=mariadb10 $(SANDBOX) replicas env | sed -e "s/^export SLUICE_TEST_REPLICA_DSNS='//" -e "s/'$$//")
 
-.PHONY: all build demo test test-mariadb test-all unit bench bench-ddl bench-mdl sandbox sandbox-alt sandbox-replicas sandbox-mariadb sandbox-down clean
+.PHONY: all build demo test test-mariadb test-all unit bench bench-scale bench-ddl bench-mdl sandbox sandbox-alt sandbox-replicas sandbox-mariadb sandbox-down clean
 
 all: build
 
@@ -70,6 +70,10 @@ unit:
 ## then under load with one fresh replica (lag side by side), and sluice on composite and string keys; the replicas are put back as found.
 bench: sandbox build
 	@SLUICE_TEST_DSN=$(DSN) bin/sluice-bench run --pt-osc "$(SANDBOX) pt-osc" --replicas "$(SANDBOX) replicas" $(BENCH_ARGS)
+
+## bench-scale: sluice's idle change on 1M, 5M and 10M-row tables beside the server's own rebuild, and a skewed BIGINT key.
+bench-scale: sandbox build
+	@SLUICE_TEST_DSN=$(DSN) bin/sluice-bench scale --replicas "$(SANDBOX) replicas" $(BENCH_ARGS)
 
 ## bench-ddl: sweep the InnoDB parallel index-build settings for one and three indexes, beside the planner's choice.
 bench-ddl: sandbox build

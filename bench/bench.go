@@ -81,6 +81,10 @@ type opResult struct {
 	// it watched none or says nothing).
 	replicas string
 	eta      *[2]float64 // the copy ETA's error at 1/4 and 1/2 (eta.go); nil: not measured
+	// slowest is sluice's slowest copy chunk, of slowRows rows, against
+	// its chunk-time target.
+	slowest, target time.Duration
+	slowRows        int64
 }
 
 // opFunc runs one ALTER.
@@ -284,9 +288,21 @@ func (b *benchRun) native(table, alter string) opFunc {
 }
 
 func (b *benchRun) sluiceWith(table, alter string, extra []string) opFunc {
+	return b.sluiceBin(b.o.Sluice, table, alter, extra, true)
+}
+
+// sluiceBin runs the sluice binary bin (watch: through its control socket,
+// see runSluiceOn). In the rounds the bench runs with the replicas down,
+// sluice does not look for replicas: a primary may still list a stopped one
+// for a while, and sluice would wait for it.
+func (b *benchRun) sluiceBin(bin, table, alter string, extra []string, watch bool) opFunc {
 	args := append(append([]string(nil), b.o.SluiceArgs...), extra...)
 	return func(ctx context.Context) (opResult, error) {
-		return b.s.runSluiceOn(ctx, b.o.Sluice, table, alter, args, true)
+		run := args
+		if b.o.Replicas != "" && b.replica == nil {
+			run = append(slices.Clone(args), "--replica-discovery=false")
+		}
+		return b.s.runSluiceOn(ctx, bin, table, alter, run, watch)
 	}
 }
 
@@ -309,10 +325,7 @@ func (b *benchRun) steps(load string, natives []step, sluiceAlter, name string) 
 		out = append(out, step{name: "sluice " + name + " " + v, load: load, op: b.sluiceWith("sbtest1", sluiceAlter, strings.Fields(v))})
 	}
 	for _, bin := range o.Baselines {
-		args := append([]string(nil), o.SluiceArgs...)
-		out = append(out, step{name: "sluice " + name + " [" + bin + "]", load: load, op: func(ctx context.Context) (opResult, error) {
-			return b.s.runSluiceOn(ctx, bin, "sbtest1", sluiceAlter, args, false)
-		}})
+		out = append(out, step{name: "sluice " + name + " [" + bin + "]", load: load, op: b.sluiceBin(bin, "sbtest1", sluiceAlter, nil, false)})
 	}
 	if o.PtOsc != "" && !o.SluiceOnly {
 		out = append(out, step{name: "pt-online-schema-change " + name, load: load, op: b.ptosc(sluiceAlter)})
@@ -657,17 +670,5 @@ func (s *Server) reset(ctx context.Context, rows int) error {
 // resetTable restores sbtest.<table>, alone in its database, from the
 // template and flushes dirty pages.
 func (s *Server) resetTable(ctx context.Context, table string) error {
-	for _, q := range []string{
-		"DROP DATABASE IF EXISTS " + benchDB,
-		"CREATE DATABASE " + benchDB,
-		"CREATE TABLE " + benchDB + "." + table + " LIKE " + tplDB + "." + table,
-		"INSERT INTO " + benchDB + "." + table + " SELECT * FROM " + tplDB + "." + table,
-		"ANALYZE TABLE " + benchDB + "." + table,
-		"PURGE BINARY LOGS BEFORE NOW()",
-	} {
-		if _, err := s.DB.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("reset: %s: %w", q, err)
-		}
-	}
-	return s.Flush(ctx)
+	return s.resetFrom(ctx, tplDB, table)
 }

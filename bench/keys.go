@@ -128,9 +128,7 @@ func (b *benchRun) keyRound(ctx context.Context, withLoad bool) error {
 				op: b.sluiceWith(kt.name, modifyK, nil)})
 			for _, bin := range b.o.Baselines {
 				out = append(out, step{name: "sluice MODIFY k BIGINT on " + kt.name + " [" + bin + "]", load: load, table: kt.name, ownLoad: true,
-					op: func(ctx context.Context) (opResult, error) {
-						return b.s.runSluiceOn(ctx, bin, kt.name, modifyK, append([]string(nil), b.o.SluiceArgs...), false)
-					}})
+					op: b.sluiceBin(bin, kt.name, modifyK, nil, false)})
 			}
 		}
 		return out

@@ -64,6 +64,7 @@ func (s *Server) runSluiceOn(ctx context.Context, bin, table, alter string, extr
 	if m := replicasLine.FindStringSubmatch(string(out)); m != nil {
 		res.replicas = m[1]
 	}
+	res.slowest, res.target, res.slowRows = parseSlowest(string(out))
 	if samples != nil {
 		if q, h, ok := etaErrors(<-samples); ok {
 			res.eta = &[2]float64{q, h}

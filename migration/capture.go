@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -64,6 +65,11 @@ func (r *Runner) dropLeftoverCapture(ctx context.Context) error {
 	if err != nil || (len(left) == 0 && !queue) {
 		return err
 	}
+	if queue {
+		if err := r.queueWriters(ctx, names, table); err != nil {
+			return err
+		}
+	}
 	r.log.Warn("an earlier run's change-capture triggers and queue are left; dropping them", "triggers", len(left), "queue", table)
 	for _, f := range left {
 		if err := r.dropTrigger(ctx, f.name, f.on); err != nil {
@@ -79,6 +85,32 @@ func (r *Runner) dropLeftoverCapture(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// queueWriters refuses a leftover queue that a trigger other than the
+// capture's own writes to (one carried to another table, say): dropping the
+// queue would fail every write that fires it.
+func (r *Runner) queueWriters(ctx context.Context, names [3]string, queue string) error {
+	var name, on string
+	// The queue's name is plain (capture.PlainName): as a word, quoted or
+	// not, in a trigger of this database but the capture's own, or after
+	// this database's name in any other's. (Another database's queue of
+	// a table of the same name is not this one.)
+	word := regexp.QuoteMeta(strings.ToLower(queue)) + "([^a-z0-9_$]|$)"
+	err := r.db.QueryRowContext(ctx, `SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS
+		WHERE NOT (TRIGGER_SCHEMA = ? AND TRIGGER_NAME IN (?, ?, ?))
+		AND (TRIGGER_SCHEMA = ? AND LOWER(ACTION_STATEMENT) REGEXP ? OR LOWER(ACTION_STATEMENT) REGEXP ?)
+		ORDER BY TRIGGER_NAME LIMIT 1`,
+		r.cfg.Database, names[0], names[1], names[2],
+		r.cfg.Database, "(^|[^a-z0-9_$.`])`?"+word,
+		"(^|[^a-z0-9_$])`?"+regexp.QuoteMeta(strings.ToLower(r.cfg.Database))+"`?[.]`?"+word).Scan(&name, &on)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
+	return preflightErr("trigger %s of %s writes to %s, the change-capture queue an earlier run of sluice left; drop that trigger (DROP TRIGGER %s), then run again", name, on, queue, dbconn.QuoteIdent(name))
 }
 
 // captureTrigger is a trigger of one of the capture's names, and its table.
@@ -332,7 +364,7 @@ func (r *Runner) drainQueue(ctx context.Context, conn *sql.Conn) error {
 		return fmt.Errorf("%w: %d of the %d change-capture triggers are on %s (one was dropped: writes since went unrecorded); run sluice again",
 			errOriginalChanged, on, len(r.queue.Triggers), r.orig.Name)
 	case id != r.tableID:
-		return fmt.Errorf("%w: %s was truncated, or dropped and made again, during the migration (no trigger fires for that); run sluice again", errOriginalChanged, r.orig.Name)
+		return fmt.Errorf("%w: %s was truncated, dropped and made again, or rebuilt (OPTIMIZE TABLE, ALTER TABLE ... FORCE) during the migration, which its storage id shows and no trigger reports, so a TRUNCATE cannot be ruled out; run sluice again", errOriginalChanged, r.orig.Name)
 	case def != r.origDef:
 		return fmt.Errorf("%w: %s was altered during the migration; run sluice again", errOriginalChanged, r.orig.Name)
 	}

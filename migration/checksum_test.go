@@ -93,9 +93,7 @@ func TestChecksumCatchesDamage(t *testing.T) {
 				t.Errorf("leftovers: %v", tables)
 			}
 			// The index build was stopped: no ALTER of sluice's is left running.
-			var alters int
-			db.QueryRow("SELECT COUNT(*) FROM information_schema.processlist WHERE info LIKE 'ALTER TABLE%_new%'").Scan(&alters)
-			if alters != 0 {
+			if alters := db.Processes(t, "INFO LIKE 'ALTER TABLE%_new%'"); alters != 0 {
 				t.Errorf("%d ALTERs still running after the run", alters)
 			}
 		})

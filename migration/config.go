@@ -256,6 +256,10 @@ type Result struct {
 	// CopyLanes is how many lanes the copy cut the key into (see
 	// ranges.Cutter.Lanes).
 	CopyLanes int
+	// SlowestChunk is the longest one copy statement took, SlowestChunkRows
+	// its rows, ChunkTarget the chunk time aimed at.
+	SlowestChunk, ChunkTarget time.Duration
+	SlowestChunkRows          int64
 	// KeysAppliedInCopy were applied while the copy ran (a single integer
 	// key).
 	KeysAppliedInCopy int64

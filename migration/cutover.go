@@ -261,12 +261,43 @@ func (r *Runner) withTableLock(ctx context.Context, what, spec string, before fu
 // cut-over locks the tables of every run: group.go).
 func (r *Runner) withLocks(ctx context.Context, what string, tables []string, spec string, before func(context.Context) error, after func(),
 	fn func(ctx context.Context, lock *sql.Conn) error) error {
-	if err := r.lockBegin(ctx); err != nil {
-		return err
+	for {
+		// A pause stops the attempts; they start again, with a fresh
+		// deadline, once the operator resumes (operator.go).
+		if err := r.waitResumed(ctx, ""); err != nil {
+			return err
+		}
+		err := r.lockAttemptsOf(ctx, what, tables, spec, before, after, fn)
+		if !errors.Is(err, errPausedAttempt) {
+			return err
+		}
 	}
-	defer r.lockEnd()
+}
+
+func (r *Runner) lockAttemptsOf(ctx context.Context, what string, tables []string, spec string, before func(context.Context) error, after func(),
+	fn func(ctx context.Context, lock *sql.Conn) error) error {
 	g := r.lockGuard(tables...)
-	g.Before, g.After = before, after
+	// The guard runs After once an attempt's Before has run, whatever it
+	// returned: after runs only if before did, and each attemptBegin has
+	// its attemptEnd.
+	var calledBefore bool
+	g.Before = func(ctx context.Context) error {
+		calledBefore = false
+		if err := r.attemptBegin(); err != nil {
+			return err
+		}
+		if before == nil {
+			return nil
+		}
+		calledBefore = true
+		return before(ctx)
+	}
+	g.After = func() {
+		r.attemptEnd()
+		if after != nil && calledBefore {
+			after()
+		}
+	}
 	if r.cfg.CutoverLockTimeout > 0 {
 		g.Policy.Budget = r.cfg.CutoverLockTimeout
 	}

@@ -145,6 +145,7 @@ var (
 		{"utf8mb4", "utf8mb4_0900_ai_ci", ksUTF, true, false},
 		{"utf8mb4", "utf8mb4_0900_as_cs", ksUTF, false, false},
 		{"utf8mb4", "utf8mb4_bin", ksUTF, false, true},
+		{"utf8mb4", "utf8mb4_0900_bin", ksUTF, false, false},
 		{"utf8mb4", "utf8mb4_general_ci", ksUTF, true, true},
 		{"ascii", "ascii_general_ci", ksASCII, true, true},
 		{"gbk", "gbk_chinese_ci", ksGBK, true, true},

@@ -465,8 +465,8 @@ func ksRunOn(t *testing.T, db *testdb.DB, sh ksShape) {
 					sh.key[i].ddl = strings.Replace(ty.ddl, "COLLATE "+from, "COLLATE "+to, 1)
 				}
 			}
-			// CHAR in a NO PAD collation (not binary) is refused there.
-			if d := sh.key[i].ddl; strings.HasPrefix(d, "CHAR(") && !strings.HasSuffix(d, "_bin") &&
+			// CHAR in a NO PAD collation is refused there.
+			if d := sh.key[i].ddl; strings.HasPrefix(d, "CHAR(") &&
 				(strings.Contains(d, "_nopad_") || strings.Contains(d, "_0900_")) {
 				sh.key[i].refuse = "NO PAD collation"
 			}

@@ -40,9 +40,10 @@ type live struct {
 	// release: the operator said to cut over.
 	postpone, decided, release bool
 	// cutting: the cut-over phase has begun (no pause from then on);
-	// locks: table-lock sequences under way; aborted: Abort was called
-	// (the swap must not begin).
+	// locks: table-lock attempts under way; aborted: Abort was called
+	// (the swap must not begin); done is closed when the run ends.
 	cutting, aborted  bool
+	done              chan struct{}
 	locks             int
 	threads           int
 	chunkTime, maxLag time.Duration
@@ -52,7 +53,7 @@ type live struct {
 }
 
 func newLive(cfg Config) *live {
-	l := &live{resumed: make(chan struct{}), postpone: cfg.PostponeCutover, threads: cfg.CopyWorkers,
+	l := &live{resumed: make(chan struct{}), done: make(chan struct{}), postpone: cfg.PostponeCutover, threads: cfg.CopyWorkers,
 		chunkTime: cfg.ChunkTime, maxLag: cfg.MaxLag, database: cfg.Database, table: cfg.Table}
 	close(l.resumed)
 	return l
@@ -96,24 +97,23 @@ func (r *Runner) waitResumed(ctx context.Context, phase string) error {
 	}
 }
 
-// lockBegin waits until the run is not paused and counts a table-lock
-// sequence under way until lockEnd; Pause waits for it to end.
-func (r *Runner) lockBegin(ctx context.Context) error {
-	for {
-		if err := r.waitResumed(ctx, ""); err != nil {
-			return err
-		}
-		r.live.mu.Lock()
-		if !r.live.paused {
-			r.live.locks++
-			r.live.mu.Unlock()
-			return nil
-		}
-		r.live.mu.Unlock()
+// errPausedAttempt ends a sequence of lock attempts that a pause caught
+// between two attempts; withLocks starts it again after the resume.
+var errPausedAttempt = errors.New("paused before a lock attempt")
+
+// attemptBegin counts a table-lock attempt under way until attemptEnd
+// (Pause waits for it), unless the run is paused: then no attempt starts.
+func (r *Runner) attemptBegin() error {
+	r.live.mu.Lock()
+	defer r.live.mu.Unlock()
+	r.live.locks++ // attemptEnd runs in any case
+	if r.live.paused && !r.live.cutting {
+		return errPausedAttempt
 	}
+	return nil
 }
 
-func (r *Runner) lockEnd() {
+func (r *Runner) attemptEnd() {
 	r.live.mu.Lock()
 	r.live.locks--
 	r.live.mu.Unlock()
@@ -163,7 +163,7 @@ func (r *Runner) Pause(ctx context.Context) (string, error) {
 	resumed := r.live.resumed
 	r.live.mu.Unlock()
 	go r.watchRetention(resumed)
-	// The chunks, batches and table-lock sequences in flight finish.
+	// The chunks, batches and table-lock attempts in flight finish.
 	deadline := time.Now().Add(30 * time.Second)
 	for r.busy() > 0 && time.Now().Before(deadline) {
 		select {
@@ -172,16 +172,22 @@ func (r *Runner) Pause(ctx context.Context) (string, error) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+	r.live.mu.Lock()
+	still := r.live.paused && r.live.resumed == resumed
+	r.live.mu.Unlock()
+	if !still {
+		return "paused, and resumed again meanwhile", nil
+	}
 	r.log.Warn("paused by the operator: nothing is copied or applied until sluice ctl resume", "phase", r.Phase())
 	msg := fmt.Sprintf("paused during %s: nothing is copied or applied until resume; changes are still read (%d wait)", r.Phase(), r.sched.Backlog())
 	if n := r.busy(); n > 0 {
-		msg += fmt.Sprintf("; %d statements were still running after 30s", n)
+		msg += fmt.Sprintf("; %d statements or lock attempts were still running after 30s", n)
 	}
 	return msg, nil
 }
 
 // busy counts the copy's chunks, the apply's batches and the table-lock
-// sequences in flight.
+// attempts in flight.
 func (r *Runner) busy() int {
 	r.live.mu.Lock()
 	n := r.live.locks
@@ -209,7 +215,9 @@ func (r *Runner) Resume() (string, error) {
 }
 
 // watchRetention warns while a pause nears the server's binlog retention:
-// a run that stops past it cannot resume from its checkpoint.
+// a run that stops past it cannot resume from its checkpoint. It counts
+// from the pause's start, a lower bound of the age of the binlog the
+// checkpoint names.
 func (r *Runner) watchRetention(resumed <-chan struct{}) {
 	var retention int64
 	if r.observed.Load() == nil || r.db.QueryRow("SELECT @@GLOBAL.binlog_expire_logs_seconds").Scan(&retention) != nil || retention <= 0 {
@@ -221,6 +229,8 @@ func (r *Runner) watchRetention(resumed <-chan struct{}) {
 	for {
 		select {
 		case <-resumed:
+			return
+		case <-r.live.done:
 			return
 		case <-t.C:
 		}
@@ -247,7 +257,8 @@ func retentionStep(d, retention time.Duration) int {
 }
 
 // Set changes a setting while the run goes on: threads (copy workers),
-// chunk-time, max-load or max-lag.
+// chunk-time, max-load, max-lag, or ignore-replica (a replica no longer
+// watched).
 func (r *Runner) Set(ctx context.Context, name, value string) (string, error) {
 	switch name {
 	case "threads":
@@ -280,10 +291,26 @@ func (r *Runner) Set(ctx context.Context, name, value string) (string, error) {
 			return "max-lag=" + d.String() + " (no replica is watched)", nil
 		}
 		return "max-lag=" + d.String(), nil
-	case "max-load":
-		limits, err := throttle.ParseLimits(value)
+	case "ignore-replica":
+		if r.observed.Load() == nil {
+			return "", errors.New("ignore-replica can be set once the copy is under way")
+		}
+		if r.lag == nil {
+			return "", errors.New("ignore-replica: no replica is watched")
+		}
+		n, err := r.lag.mon.Ignore(value)
 		if err != nil {
-			return "", fmt.Errorf("max-load=%s: %w", value, err)
+			return "", fmt.Errorf("ignore-replica=%s: %w", value, err)
+		}
+		return fmt.Sprintf("ignore-replica=%s (%d replicas still watched)", value, n), nil
+	case "max-load":
+		spec := value
+		if spec == "none" {
+			spec = ""
+		}
+		limits, err := throttle.ParseLimits(spec)
+		if err != nil {
+			return "", fmt.Errorf("max-load=%s: %w (none: no ceiling)", value, err)
 		}
 		if r.observed.Load() == nil {
 			return "", errors.New("max-load can be changed once the copy is under way")
@@ -293,18 +320,18 @@ func (r *Runner) Set(ctx context.Context, name, value string) (string, error) {
 		}
 		return "max-load=" + value, nil
 	}
-	return "", fmt.Errorf("cannot set %q: threads, chunk-time, max-load and max-lag can be set", name)
+	return "", fmt.Errorf("cannot set %q: threads, chunk-time, max-load, max-lag and ignore-replica can be set", name)
 }
 
 func (r *Runner) setThreads(n int) (string, error) {
+	c := r.copier.Load()
+	if c != nil && r.Phase() != "copy" {
+		return "", errors.New("the copy is over: threads change the copy only")
+	}
 	r.live.mu.Lock()
 	r.live.threads = n
 	r.live.mu.Unlock()
-	c := r.copier.Load()
-	switch {
-	case c != nil && r.Phase() != "copy":
-		return "", errors.New("the copy is over: threads change the copy only")
-	case c != nil:
+	if c != nil {
 		if err := c.SetWorkers(n); err != nil {
 			return "", err
 		}
@@ -393,5 +420,8 @@ func (r *Runner) Abort() (string, error) {
 	}
 	r.live.aborted = true
 	r.live.cancel(ErrAborted)
+	if ph := r.Phase(); ph == "instant" || ph == "in-place" {
+		return "aborting: the server's ALTER is interrupted; if it had already committed, the table has the new definition (sluice's last line says which)", nil
+	}
 	return "aborting: the run stops and drops its new table; the original table is unchanged", nil
 }

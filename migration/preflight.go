@@ -59,19 +59,12 @@ type ServerVars struct {
 	CascadesLogged bool
 }
 
-// filtered reports whether binlog filters keep database's changes out of the
-// binary log.
-func filtered(database string, do, ignore []string, fold bool) bool {
-	in := func(list []string) bool {
-		for _, d := range list {
-			if d == database || (fold && strings.EqualFold(d, database)) {
-				return true
-			}
-		}
-		return false
-	}
-	return (len(do) > 0 && !in(do)) || in(ignore)
-}
+// filtered reports whether binlog filters are set. Any one is refused, even
+// one that keeps the table's database: the server filters a statement (every
+// DDL, a TRUNCATE, a statement-format write) by the session's default
+// database, not by the tables it changes, so a TRUNCATE of the table run from
+// a session in another database would never reach the binary log.
+func filtered(do, ignore []string) bool { return len(do) > 0 || len(ignore) > 0 }
 
 // rowImages are the binlog_row_image values whose row events hold every
 // key sluice needs: it reads only the keys of changed rows, which FULL logs
@@ -156,8 +149,8 @@ func CheckServer(v ServerVars) error {
 	if v.SessionImage != "" && !rowImages[strings.ToUpper(v.SessionImage)] {
 		return preflightErr("sluice's own session has binlog_row_image=%s, which sluice does not know; remove that setting from its connection options", v.SessionImage)
 	}
-	if filtered(v.Database, v.BinlogDoDB, v.BinlogIgnoreDB, v.LowerCaseNames != 0) {
-		return preflightErr("the server's binlog filters (binlog-do-db=%s, binlog-ignore-db=%s) leave database %s out of the binary log, so sluice could not see its changes; remove the filter",
+	if filtered(v.BinlogDoDB, v.BinlogIgnoreDB) {
+		return preflightErr("the server has binlog filters (binlog-do-db=%s, binlog-ignore-db=%s), which leave out of the binary log a statement whose session's default database they filter, whatever table it changes (a TRUNCATE of a table of %s run from a session in another database), so sluice could miss it; remove the filters, or use --capture=triggers",
 			strings.Join(v.BinlogDoDB, ","), strings.Join(v.BinlogIgnoreDB, ","), v.Database)
 	}
 	if v.Replica && !v.ReplicaUpdates {
@@ -509,17 +502,20 @@ func (r *Runner) createShadow(ctx context.Context) error {
 }
 
 // checkCharNoPadKey refuses, on MariaDB, a primary key with a CHAR column
-// in a NO PAD collation other than a binary one: MariaDB answers a range read
-// on such a column inconsistently with its equality and its order (a range
-// from a value to itself returns a second row: the empty string and 0x00,
-// 'a' and 'a' then 0x00, under utf8mb4_uca1400_nopad_as_cs, on 10.11 and
-// 11.8), and the copy's ranges then miss a row (the checksum caught it).
+// in a NO PAD collation: MariaDB answers a range read on such a column
+// inconsistently with its equality and its order (a range from a value to
+// itself returns a second row: the empty string and 0x00, 'a' and 'a' then
+// 0x00, under utf8mb4_uca1400_nopad_as_cs, on 10.11 and 11.8), and the
+// copy's ranges then miss a row (the checksum caught it). The binary ones
+// too: the index keeps the value padded with spaces ('k' sorts after 'k'
+// then a tab) while the range compares it stripped ('k' before 'k' then a
+// tab), under utf8mb4_nopad_bin, latin1_nopad_bin and utf8mb4_0900_bin.
 func (r *Runner) checkCharNoPadKey(ctx context.Context, pk []schema.Column) error {
 	if r.vars.Flavor != dbconn.MariaDB {
 		return nil
 	}
 	for _, c := range pk {
-		if c.DataType != "char" || c.Collation == "" || strings.HasSuffix(c.Collation, "_bin") {
+		if c.DataType != "char" || c.Collation == "" {
 			continue
 		}
 		var pads sql.NullBool

@@ -258,3 +258,56 @@ func TestReplicasKeepIndexesDuringCopy(t *testing.T) {
 		})
 	}
 }
+
+// TestIgnoreReplica: a watched replica that stops applying holds the copy
+// (a replica gone for good would hold it forever); the operator's
+// ignore-replica stops watching it, and the run finishes while the replica
+// is still stopped. A name that is not watched is refused.
+func TestIgnoreReplica(t *testing.T) {
+	reps := testdb.Replicas(t)
+	db := tableT(t, 20000)
+	rep := openReplica(t, reps[0])
+	caughtUp(t, db.DB, rep)
+	before := idV(t, db)
+	name := fmt.Sprintf("%s:%d", reps[0].Host, reps[0].Port)
+
+	cfg := config(t, db, "t", "ADD COLUMN x INT")
+	cfg.CopyWorkers, cfg.ChunkTime = 1, 5*time.Millisecond
+	cfg.ReplicaAddrs, cfg.MaxLag, cfg.DropOld = []string{name}, 300*time.Millisecond, true
+	t.Cleanup(func() { rep.Exec("START REPLICA SQL_THREAD") })
+	if _, err := rep.Exec("STOP REPLICA SQL_THREAD"); err != nil {
+		t.Fatal(err)
+	}
+	r, errc, _ := start(t, cfg, context.Background())
+	// The heartbeat never reaches the stopped replica: the copy holds.
+	deadline := time.Now().Add(30 * time.Second)
+	for st := r.Status(); st.Phase != "copy" || !strings.Contains(st.Throttle, name); st = r.Status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the copy was not held for the stopped replica within 30s: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	held := shadowRows(t, db, "t")
+	time.Sleep(time.Second)
+	if n := shadowRows(t, db, "t"); n != held || n >= 20000 {
+		t.Fatalf("the copy went on while the replica was stopped: %d rows, then %d", held, n)
+	}
+	if _, err := r.Set(context.Background(), "ignore-replica", "127.0.0.1:2"); err == nil || !strings.Contains(err.Error(), name) {
+		t.Errorf("ignore-replica of a name not watched: %v, want a refusal listing %s", err, name)
+	}
+	msg, err := r.Set(context.Background(), "ignore-replica", name)
+	if err != nil || !strings.Contains(msg, "0 replicas still watched") {
+		t.Fatalf("ignore-replica=%s: %q, %v", name, msg, err)
+	}
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the run did not finish within 2 minutes of ignore-replica")
+	}
+	if after := idV(t, db); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Error("the rows changed")
+	}
+}

@@ -81,6 +81,12 @@ func (r *Runner) previousRun(ctx context.Context) error {
 	cp, found, err := loadCheckpoint(ctx, r.db, r.cfg.Database, r.names.Checkpoint)
 	if err != nil {
 		if r.cfg.Restart {
+			// An unreadable checkpoint names no run to end; its capture
+			// triggers and queue go all the same, before anything reads
+			// the table's triggers as the user's.
+			if err := r.dropLeftoverCapture(ctx); err != nil {
+				return err
+			}
 			return r.dropPrevious(ctx, nil)
 		}
 		return fmt.Errorf("%w: %w", ErrPreflight, err)

@@ -151,6 +151,7 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 	r.live.mu.Lock()
 	r.live.cancel = cancel
 	r.live.mu.Unlock()
+	defer close(r.live.done)
 	defer func() {
 		if cerr := r.teardown(ctx, err); cerr != nil {
 			err = errors.Join(err, cerr)
@@ -202,6 +203,9 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 		}
 		if err := r.runPhase(ctx, p.name, p.fn); err != nil {
 			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !r.swapped.Load() {
+				if errors.Is(err, ErrChildrenOnShadow) { // kept whatever stopped the run (children.go)
+					return r.res, errors.Join(cause, err)
+				}
 				return r.res, cause
 			}
 			return r.res, err
@@ -442,10 +446,14 @@ func (r *Runner) readBinlog(ctx context.Context, pos binlog.Position) error {
 	if err != nil {
 		return err
 	}
+	writers, err := r.tableWriters(ctx) // writers.go
+	if err != nil {
+		return err
+	}
 	r.streamer, err = binlog.Start(ctx, binlog.Config{
 		Conn: r.cfg.Conn, TLS: tlsConf, Database: r.cfg.Database, Table: r.cfg.Table,
 		Columns: len(r.orig.Columns), Key: r.key, Sink: sinks{sched: r.sched, tracker: r.tracker}, FoldCase: r.vars.LowerCaseNames != 0,
-		CascadeParents: r.cascadeParents(), ChildrenFollow: r.renameUnderLock(), Flavor: r.vars.Flavor, Logger: r.log,
+		CascadeParents: r.cascadeParents(), Writers: writers, ChildrenFollow: r.renameUnderLock(), Flavor: r.vars.Flavor, Logger: r.log,
 	}, pos)
 	if err != nil {
 		return err
@@ -486,7 +494,8 @@ func (r *Runner) copyRows(ctx context.Context) error {
 	r.db.SetMaxOpenConns(r.poolSizeFor(r.copyThreads()))
 	err = c.Run(ctx)
 	r.res.Throttled = r.throttle.Throttled()
-	r.res.CopyLanes = c.Lanes()
+	r.res.CopyLanes, r.res.ChunkTarget = c.Lanes(), c.ChunkTime()
+	r.res.SlowestChunk, r.res.SlowestChunkRows = c.Slowest()
 	if err == nil {
 		r.res.KeysAppliedInCopy = r.applier.Applied()
 		r.sched.CopyDone()
@@ -732,7 +741,7 @@ func (r *Runner) compare(ctx context.Context, conns []*sql.Conn) error {
 		return fmt.Errorf("the shadow table does not match the original, so there is no cut-over: %w", err)
 	}
 	if len(res.Skipped) > 0 {
-		r.log.Info("checksum left out columns whose type change alters their stored text", "columns", strings.Join(res.Skipped, ","))
+		r.log.Warn("the checksum compared only whether these columns are NULL: their type change has no exact SQL form", "columns", strings.Join(res.Skipped, ","))
 	}
 	r.log.Info("checksum matches", "rows", res.Rows, "chunks", res.Chunks)
 	return nil

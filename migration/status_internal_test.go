@@ -87,8 +87,19 @@ func TestOperatorStateMachine(t *testing.T) {
 
 	r = newRun()
 	ctx := context.Background()
+	if err := r.attemptBegin(); err != nil {
+		t.Fatalf("a lock attempt refused without a pause: %v", err)
+	}
+	r.attemptEnd()
 	if _, err := r.Pause(ctx); err != nil || !r.Status().Paused {
 		t.Fatalf("pause: %v", err)
+	}
+	if err := r.attemptBegin(); !errors.Is(err, errPausedAttempt) {
+		t.Fatalf("a lock attempt while paused: %v", err)
+	}
+	r.attemptEnd()
+	if n := r.busy(); n != 0 {
+		t.Fatalf("%d attempts counted after each ended", n)
 	}
 	done := make(chan error, 1)
 	go func() { done <- r.waitResumed(ctx, "cut-over") }()

@@ -435,9 +435,21 @@ accounts() {
     GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;"
 }
 
+# zones: MySQL's time-zone tables, loaded once from the chroot's zoneinfo,
+# so that tests can use named zones (America/New_York's autumn fold). The
+# MariaDB chroots ship no loader: their tests with a named zone skip.
+zones() {
+  [ "$FLAVOR" = mariadb ] && return 0
+  [ "$(mysql_root -N -e 'SELECT COUNT(*) FROM mysql.time_zone_name')" = 0 ] || return 0
+  log "$NAME: loading the time-zone tables"
+  in_chroot mysql_tzinfo_to_sql /usr/share/zoneinfo 2>/dev/null | mysql_root mysql \
+    || die "$NAME: loading the time-zone tables failed"
+}
+
 up() {
   start_server
   accounts
+  zones
   env_line
 }
 

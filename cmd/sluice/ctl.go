@@ -31,7 +31,9 @@ it is found from --database and --table):
                       still read); no phase that writes or locks starts
   resume              go on after a pause
   set NAME=VALUE      threads=N (copy workers), chunk-time=DURATION,
-                      max-load=Name=N[,Name=N], max-lag=DURATION, applied at once
+                      max-load=Name=N[,Name=N], max-lag=DURATION, applied at once;
+                      ignore-replica=HOST:PORT stops watching a replica that is
+                      gone for good (one that cannot be reached holds the copy)
   postpone            keep the new table in sync after the checksum instead of
                       swapping, until 'ctl cutover'
   cutover             let a postponed cut-over go ahead

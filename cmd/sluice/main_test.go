@@ -176,18 +176,26 @@ func TestInterruptMidCopy(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGINT)
-	err := cmd.Wait()
-	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != 1 {
-		t.Fatalf("want exit code 1 after SIGINT, got %v; stderr:\n%s", err, errBuf.String())
+	stoppedUntouched(t, db, cmd.Wait(), errBuf.String(), "big", before, "interrupted during copy", "untouched")
+}
+
+// stoppedUntouched checks a migrate that was stopped: exit code 1, a last
+// line that says each of why, the original table as dumped before, and
+// nothing left beside it.
+func stoppedUntouched(t *testing.T, db *testdb.DB, err error, stderr, table, before string, why ...string) {
+	t.Helper()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("want exit code 1, got %v; stderr:\n%s", err, stderr)
 	}
-	if line := lastLine(errBuf.String()); !strings.Contains(line, "interrupted during copy") || !strings.Contains(line, "untouched") {
-		t.Errorf("last line %q", line)
+	for _, w := range why {
+		if line := lastLine(stderr); !strings.Contains(line, w) {
+			t.Errorf("last line %q does not say %q", line, w)
+		}
 	}
-	if after := fmt.Sprint(db.Dump(t, "big", "*", "id")); after != before {
+	if after := fmt.Sprint(db.Dump(t, table, "*", "id")); after != before {
 		t.Error("the original table changed")
 	}
-	if tables := db.Tables(t); !slices.Equal(tables, []string{"big"}) {
+	if tables := db.Tables(t); !slices.Equal(tables, []string{table}) {
 		t.Errorf("leftovers: %v", tables)
 	}
 }

@@ -298,6 +298,9 @@ func printResult(out io.Writer, database, table string, res migration.Result) {
 		database, table, res.Total.Round(time.Millisecond), res.RowsCopied, res.KeysApplied, res.ChecksumRows, res.ChecksumChunks,
 		res.CutoverLock.Round(time.Millisecond))
 	fmt.Fprintf(out, "sluice: %d rows changed after the checksum were compared in both tables before the swap\n", res.ChangedRowsVerified)
+	if res.SlowestChunk > 0 {
+		fmt.Fprintf(out, "sluice: slowest copy chunk %s (%d rows), target %s\n", res.SlowestChunk.Round(time.Millisecond), res.SlowestChunkRows, res.ChunkTarget)
+	}
 	if len(res.RenamedChecks) > 0 {
 		fmt.Fprintf(out, "sluice: the CHECK constraints %s keep their conditions under generated names (%s_chk_N): MySQL keeps constraint names unique in a database and cannot rename one\n",
 			strings.Join(res.RenamedChecks, ", "), table)
@@ -306,7 +309,7 @@ func printResult(out io.Writer, database, table string, res migration.Result) {
 		fmt.Fprintf(out, "sluice: foreign keys renamed on the new table (MySQL keeps constraint names unique in a database): %s\n", strings.Join(res.RenamedForeignKeys, ", "))
 	}
 	if len(res.ChecksumSkipped) > 0 {
-		fmt.Fprintf(out, "sluice: columns the checksum could not compare (their conversion has no exact SQL form): %s\n", strings.Join(res.ChecksumSkipped, ", "))
+		fmt.Fprintf(out, "sluice: columns the checksum compared only as NULL or not (their conversion has no exact SQL form): %s\n", strings.Join(res.ChecksumSkipped, ", "))
 	}
 	if res.Throttled > 0 {
 		fmt.Fprintf(out, "sluice: the copy paused for %s in all (--max-load, --critical-load, --throttle-flag-file, --max-lag, sluice ctl pause)\n", res.Throttled.Round(time.Millisecond))

@@ -131,7 +131,13 @@ func (b *bar) follow(ctx context.Context, status func() migration.Status) {
 		}
 		b.mu.Lock()
 		b.bar.Describe(describe(s))
-		if n := max64(s.RowsEstimated, s.RowsCopied); n != max {
+		// The estimate is often low: while the copy runs the bar stays
+		// short of its end (the library ends a bar that reaches it).
+		n := max64(s.RowsEstimated, s.RowsCopied)
+		if s.Phase == "copy" {
+			n = max64(s.RowsEstimated, s.RowsCopied+1)
+		}
+		if n != max {
 			max = n
 			b.bar.ChangeMax64(n)
 		}

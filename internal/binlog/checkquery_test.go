@@ -272,3 +272,36 @@ func TestCheckQueryChildrenFollow(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileCheckQueryVariants: statements that change shop.orders's rows
+// or definition without row events, each of which the server runs (MariaDB's
+// executable comments and its own DDL syntax, a statement in latin1 naming a
+// table whose name is not ASCII).
+func TestHostileCheckQueryVariants(t *testing.T) {
+	for _, q := range []string{
+		"/*M!100000 TRUNCATE TABLE orders */",
+		"/*M!100000 ALTER TABLE orders ADD COLUMN x INT */",
+		"/*M! DROP TABLE orders */",
+		"CREATE OR REPLACE TABLE orders (id INT PRIMARY KEY)",
+		"CREATE OR REPLACE TABLE orders LIKE other",
+		"ALTER ONLINE TABLE orders ADD COLUMN x INT",
+		"ALTER TABLE orders WAIT 5 ADD COLUMN x INT",
+		"TRUNCATE TABLE orders NOWAIT",
+		"RENAME TABLE orders WAIT 1 TO x",
+		"ALTER TABLE orders CONVERT PARTITION p1 TO TABLE x",
+		"ALTER TABLE x CONVERT TABLE orders TO PARTITION p2 VALUES LESS THAN (100)",
+		"ALTER TABLE IF EXISTS orders ADD COLUMN x INT",
+		"DROP TABLE orders WAIT 1",
+		"DELETE HISTORY FROM orders",
+		"CREATE OR REPLACE TABLE orders SELECT * FROM other",
+		"TRUNCATE TABLE `t\xebst`",
+	} {
+		s := &Streamer{cfg: Config{Database: "shop", Table: "orders"}}
+		if q == "TRUNCATE TABLE `t\xebst`" {
+			s.cfg.Table = "t\u00ebst"
+		}
+		if err := s.checkQuery("shop", q, 0); !errors.Is(err, ErrTableChanged) {
+			t.Errorf("%q: checkQuery returned %v, want ErrTableChanged", q, err)
+		}
+	}
+}

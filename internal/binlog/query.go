@@ -3,7 +3,9 @@ package binlog
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	tidbmysql "github.com/pingcap/tidb/pkg/parser/mysql"
@@ -105,7 +107,17 @@ func (s *Streamer) checkQuery(schema, query string, mode tidbmysql.SQLMode) erro
 	if q == "BEGIN" || q == "COMMIT" {
 		return nil
 	}
+	if !utf8.ValidString(q) && !s.asciiNames() {
+		// Logged in the client's character set (latin1, gbk, ...): the
+		// names cannot be looked for in it.
+		return fmt.Errorf("%w: the binlog holds a statement in a character set other than UTF-8, which may name %s.%s (or a table or routine that writes it) in it: %.200q",
+			ErrTableChanged, s.cfg.Database, s.cfg.Table, q)
+	}
+	q = unwrapExecutable(q)
 	lower := strings.ToLower(q)
+	if err := s.checkWriters(q, lower, mode); err != nil {
+		return err
+	}
 	namesTable, namesDB := mentions(lower, s.cfg.Table), mentions(lower, s.cfg.Database)
 	for _, p := range s.cfg.CascadeParents {
 		namesTable = namesTable || mentions(lower, p)
@@ -147,6 +159,91 @@ func (s *Streamer) checkQuery(schema, query string, mode tidbmysql.SQLMode) erro
 		}
 	}
 	return nil
+}
+
+// checkWriters stops on a statement-format write or call that names one of
+// Config.Writers: a view over the table, a table whose trigger writes it, a
+// routine that does (a CREATE TABLE ... SELECT included). A statement the
+// parser cannot read stops when its first word is a write's or a call's;
+// one that only maintains or grants (REPAIR, GRANT, ...) goes on.
+func (s *Streamer) checkWriters(q, lower string, mode tidbmysql.SQLMode) error {
+	named := ""
+	for _, w := range s.cfg.Writers {
+		if mentions(lower, w) {
+			named = w
+			break
+		}
+	}
+	if named == "" {
+		return nil
+	}
+	stop := fmt.Errorf("%w: a statement in the binlog names %s, which may write %s.%s (a view, a trigger's table or a routine), and the rows it changes are not in the binlog: %.200s",
+		ErrTableChanged, named, s.cfg.Database, s.cfg.Table, q)
+	stmts, err := ddl.ParseSQL(q, mode)
+	if err != nil {
+		// Unread: a write or a call stops, anything else (REPAIR, ...)
+		// goes on.
+		f := strings.FieldsFunc(lower, func(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '(' })
+		if len(f) > 0 && slices.Contains([]string{"insert", "replace", "update", "delete", "load", "select", "with", "do", "set", "call", "values", "table", "handler"}, f[0]) {
+			return stop
+		}
+		return nil
+	}
+	for _, st := range stmts {
+		switch x := st.(type) {
+		case *ast.InsertStmt, *ast.UpdateStmt, *ast.DeleteStmt, *ast.LoadDataStmt, *ast.SelectStmt, *ast.SetOprStmt,
+			*ast.DoStmt, *ast.SetStmt, *ast.CallStmt:
+			return stop
+		case *ast.CreateTableStmt:
+			if x.Select != nil { // CREATE TABLE ... SELECT f()
+				return stop
+			}
+		}
+	}
+	return nil
+}
+
+// unwrapExecutable opens MariaDB's executable comments, /*M! ... */ and
+// /*M!NNNNNN ... */, whose text MariaDB runs and the parser would skip as a
+// comment. (On MySQL they are comments: a statement in one may stop a run
+// needlessly, the safe side.)
+func unwrapExecutable(q string) string {
+	for {
+		i := strings.Index(q, "/*M!")
+		if i < 0 {
+			return q
+		}
+		j := i + len("/*M!")
+		for j < len(q) && q[j] >= '0' && q[j] <= '9' {
+			j++
+		}
+		end := strings.Index(q[j:], "*/")
+		if end < 0 {
+			return q[:i] + " " + q[j:]
+		}
+		q = q[:i] + " " + q[j:j+end] + " " + q[j+end+2:]
+	}
+}
+
+// asciiNames reports whether every name the statements are searched for is
+// plain ASCII: the table's, its database's, the writers' and the parents'.
+func (s *Streamer) asciiNames() bool {
+	for _, n := range append(append([]string{s.cfg.Table, s.cfg.Database}, s.cfg.Writers...), s.cfg.CascadeParents...) {
+		if !ascii(n) {
+			return false
+		}
+	}
+	return true
+}
+
+// ascii reports whether a name is plain ASCII.
+func ascii(name string) bool {
+	for i := 0; i < len(name); i++ {
+		if name[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // mentions reports whether lower, a lower-cased statement, may name the

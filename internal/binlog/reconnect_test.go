@@ -56,9 +56,7 @@ func dumpThread(t *testing.T, db *testdb.DB, s *binlog.Streamer, not uint32) uin
 			t.Fatalf("the streamer stopped: %v", err)
 		}
 		if id := binlog.ConnectionID(s); id != 0 && id != not {
-			var cmd string
-			db.QueryRow("SELECT COMMAND FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&cmd)
-			if strings.HasPrefix(cmd, "Binlog Dump") {
+			if db.Processes(t, "ID = ? AND COMMAND LIKE 'Binlog Dump%'", id) == 1 {
 				return id
 			}
 		}

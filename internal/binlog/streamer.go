@@ -59,6 +59,11 @@ type Config struct {
 	// SET NULL into Table: a statement-format write to one of them changes
 	// Table's rows without a row event, and stops the migration.
 	CascadeParents []string
+	// Writers are the views, tables with triggers and stored routines
+	// that may write the table (any database): a statement-format
+	// statement that names one may change its rows without row events,
+	// and stops the streamer (ErrTableChanged).
+	Writers []string
 	// ChildrenFollow: a foreign key added towards Table (ALTER TABLE ...
 	// ADD FOREIGN KEY, CREATE TABLE ... REFERENCES) does not stop the
 	// migration: the cut-over re-points the children's keys to the new
@@ -131,7 +136,9 @@ func Start(ctx context.Context, cfg Config, start Position) (*Streamer, error) {
 	}
 	s.scfg = replication.BinlogSyncerConfig{
 		// One server id for every connection of the streamer.
-		ServerID:                uint32(1_000_000_000 + rand.IntN(1_000_000_000)),
+		ServerID: uint32(1_000_000_000 + rand.IntN(1_000_000_000)),
+		// The name SHOW REPLICAS lists it under: discovery skips it.
+		Localhost:               dbconn.ReaderHost,
 		Flavor:                  binlogFlavor(cfg.Flavor),
 		Host:                    cfg.Conn.Host,
 		Port:                    uint16(cfg.Conn.Port),

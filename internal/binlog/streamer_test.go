@@ -68,8 +68,9 @@ func capture(t *testing.T, db *testdb.DB, table string) (*binlog.Streamer, *coll
 	return start(t, db, table, false)
 }
 
-// start starts a streamer on table at the current end of the binary log.
-func start(t *testing.T, db *testdb.DB, table string, foldCase bool) (*binlog.Streamer, *collector) {
+// start starts a streamer on table at the current end of the binary log,
+// knowing the writers a migration finds (views, triggers' tables, routines).
+func start(t *testing.T, db *testdb.DB, table string, foldCase bool, writers ...string) (*binlog.Streamer, *collector) {
 	t.Helper()
 	ctx := context.Background()
 	tbl, err := schema.Load(ctx, db.DB, db.Name, table)
@@ -86,7 +87,7 @@ func start(t *testing.T, db *testdb.DB, table string, foldCase bool) (*binlog.St
 	}
 	sink := &collector{}
 	s, err := binlog.Start(ctx, binlog.Config{Conn: db.Server, Flavor: db.Flavor, Database: db.Name, Table: table,
-		Columns: len(tbl.Columns), Key: key, Sink: sink, FoldCase: foldCase}, pos)
+		Columns: len(tbl.Columns), Key: key, Sink: sink, FoldCase: foldCase, Writers: writers}, pos)
 	if err != nil {
 		t.Fatal(err)
 	}

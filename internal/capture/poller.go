@@ -72,7 +72,7 @@ func (p *Poller) Poll(ctx context.Context, db dbconn.Querier) (int, error) {
 		p.mu.Lock()
 		from := p.cursor
 		p.mu.Unlock()
-		n, err := p.read(ctx, db, " WHERE `seq` > "+strconv.FormatUint(from, 10)+" ORDER BY `seq` LIMIT "+strconv.Itoa(p.batch))
+		n, err := p.read(ctx, db, " WHERE "+seq+" > "+strconv.FormatUint(from, 10)+" ORDER BY "+seq+" LIMIT "+strconv.Itoa(p.batch))
 		total += n
 		if err != nil || n < p.batch {
 			return total, err
@@ -85,14 +85,14 @@ func (p *Poller) Poll(ctx context.Context, db dbconn.Querier) (int, error) {
 // cut-over's lock, on the locking connection if the lock covers the queue),
 // it leaves no recorded change unread.
 func (p *Poller) Drain(ctx context.Context, db dbconn.Querier) (int, error) {
-	n, err := p.read(ctx, db, " ORDER BY `seq`")
+	n, err := p.read(ctx, db, " ORDER BY "+seq)
 	return n, err
 }
 
 // read runs one query of the queue with the tail given, hands the rows not
 // held yet to the sink as one round, and returns how many rows it returned.
 func (p *Poller) read(ctx context.Context, db dbconn.Querier, tail string) (int, error) {
-	rows, err := db.QueryContext(ctx, "SELECT `seq`, "+p.q.key.SelectExprs()+" FROM "+p.q.quoted()+tail)
+	rows, err := db.QueryContext(ctx, "SELECT "+seq+", "+p.q.key.SelectExprs()+" FROM "+p.q.quoted()+tail)
 	if err != nil {
 		return 0, fmt.Errorf("capture: read %s: %w", p.q.Table, err)
 	}
@@ -103,8 +103,8 @@ func (p *Poller) read(ctx context.Context, db dbconn.Querier, tail string) (int,
 		n    int
 	)
 	raw := make([][]byte, len(p.q.key))
-	var seq uint64
-	dest := []any{&seq}
+	var num uint64
+	dest := []any{&num}
 	for i := range raw {
 		dest = append(dest, &raw[i])
 	}
@@ -117,7 +117,7 @@ func (p *Poller) read(ctx context.Context, db dbconn.Querier, tail string) (int,
 		if err != nil {
 			return n, fmt.Errorf("capture: read %s: %w", p.q.Table, err)
 		}
-		seqs, keys = append(seqs, seq), append(keys, k)
+		seqs, keys = append(seqs, num), append(keys, k)
 	}
 	if err := rows.Err(); err != nil {
 		return n, fmt.Errorf("capture: read %s: %w", p.q.Table, err)
@@ -166,7 +166,7 @@ func (p *Poller) Forget(ctx context.Context, db *sql.DB, since binlog.Position) 
 		for j, s := range part {
 			list[j] = strconv.FormatUint(s, 10)
 		}
-		if _, err := db.ExecContext(ctx, "DELETE FROM "+p.q.quoted()+" WHERE `seq` IN ("+strings.Join(list, ",")+")"); err != nil {
+		if _, err := db.ExecContext(ctx, "DELETE FROM "+p.q.quoted()+" WHERE "+seq+" IN ("+strings.Join(list, ",")+")"); err != nil {
 			return i, fmt.Errorf("capture: trim %s: %w", p.q.Table, err)
 		}
 		p.mu.Lock()

@@ -4,9 +4,10 @@
 // key into a small queue table, inside the application's own transaction: a
 // key is in the queue exactly when its change committed. A Poller reads the
 // queue into the same apply as binlog capture (a binlog.Sink), and deletes a
-// queue row only once every key read before it was applied, so that the
-// queue is, at any moment, a superset of the changes not yet applied: a run
-// that dies loses nothing the queue held.
+// queue row once every key read before it was applied or is held, in the
+// scheduler's memory, until its range is copied (Forget): the queue is not a
+// record of the changes still to apply, and a run by triggers that dies
+// starts over.
 //
 // The queue's sequence numbers are given out when a row is written, not when
 // its transaction commits: a later number may become visible first. The
@@ -41,6 +42,13 @@ type Queue struct {
 	Triggers [3]string
 }
 
+// SeqColumn is the queue's sequence number, beside the key's columns: a
+// name no application key is expected to have (New refuses one that has).
+const SeqColumn = "_sluice_seq"
+
+// seq is SeqColumn quoted.
+var seq = dbconn.QuoteIdent(SeqColumn)
+
 // ErrKeyType is returned by New for a key sluice cannot record by trigger.
 var ErrKeyType = errors.New("capture: key column type not recorded by trigger")
 
@@ -54,6 +62,9 @@ func New(orig *schema.Table, key rowkey.Cols, base string) (*Queue, error) {
 		return nil, errors.New("capture: a table and its key are required")
 	}
 	for _, c := range key {
+		if strings.EqualFold(c.Name, SeqColumn) {
+			return nil, fmt.Errorf("%w: key column %s has the name of the queue's own sequence column", ErrKeyType, c.Name)
+		}
 		if c.DataType == "timestamp" {
 			return nil, fmt.Errorf("%w: key column %s is a TIMESTAMP (a trigger copies it through the session's time zone)", ErrKeyType, c.Name)
 		}
@@ -91,7 +102,7 @@ func (q *Queue) quoted() string { return dbconn.QuoteTable(q.orig.Database, q.Ta
 // key, a delete the old one, an update the new one and, when the key's bytes
 // changed, the old one first.
 func (q *Queue) CreateSQL() []string {
-	cols := []string{"`seq` BIGINT UNSIGNED NOT NULL AUTO_INCREMENT"}
+	cols := []string{seq + " BIGINT UNSIGNED NOT NULL AUTO_INCREMENT"}
 	for _, c := range q.key {
 		def := dbconn.QuoteIdent(c.Name) + " " + c.ColumnType
 		if c.Charset != "" {
@@ -99,7 +110,7 @@ func (q *Queue) CreateSQL() []string {
 		}
 		cols = append(cols, def+" NOT NULL")
 	}
-	table := "CREATE TABLE " + q.quoted() + " (" + strings.Join(cols, ", ") + ", PRIMARY KEY (`seq`)) ENGINE=InnoDB COMMENT='" +
+	table := "CREATE TABLE " + q.quoted() + " (" + strings.Join(cols, ", ") + ", PRIMARY KEY (" + seq + ")) ENGINE=InnoDB COMMENT='" +
 		strings.ReplaceAll(Comment(q.orig.Name), "'", "''") + "'"
 	on := " ON " + q.orig.Quoted() + " FOR EACH ROW "
 	trig := func(name, event string) string {

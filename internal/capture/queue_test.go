@@ -87,7 +87,7 @@ func TestTriggersRecordKeyChanges(t *testing.T) {
 	q, _ := queueOn(t, db)
 	db.MustExec(t, "INSERT INTO t VALUES (1, 'x', 0)", "UPDATE t SET v = 5", "UPDATE t SET b = 'X'",
 		"UPDATE t SET a = 2", "DELETE FROM t")
-	got := db.Dump(t, q.Table, "a, HEX(b)", "seq")
+	got := db.Dump(t, q.Table, "a, HEX(b)", SeqColumn)
 	want := [][]string{{"'1'", "'78'"}, {"'1'", "'78'"}, {"'1'", "'78'"}, {"'1'", "'58'"},
 		{"'1'", "'58'"}, {"'2'", "'58'"}, {"'2'", "'58'"}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -167,7 +167,7 @@ func TestForgetKeepsWhatIsNotApplied(t *testing.T) {
 	if n, err := p.Forget(ctx, db.DB, second); err != nil || n != 3 {
 		t.Fatalf("Forget deleted %d (%v), want the first round's 3", n, err)
 	}
-	if got := db.Dump(t, q.Table, "id", "seq"); fmt.Sprint(got) != "[['1'] ['2']]" {
+	if got := db.Dump(t, q.Table, "id", SeqColumn); fmt.Sprint(got) != "[['1'] ['2']]" {
 		t.Fatalf("queue after Forget: %v, want the second round's keys 1 and 2", got)
 	}
 	if n, err := p.Forget(ctx, db.DB, p.Round()); err != nil || n != 2 || p.Held() != 0 {

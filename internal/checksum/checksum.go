@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -272,6 +273,41 @@ func Compare(ctx context.Context, conns []*sql.Conn, cfg Config) (Result, error)
 	return res, err
 }
 
+// bothSides returns, for a pair compared by one reading of each side
+// rather than by converting the original's value, that reading: a TIMESTAMP
+// kept a TIMESTAMP of at least its precision as its instant (seconds since
+// the epoch, to the microsecond), not as text in the session's zone, where
+// the hour a clock goes back reads twice; a BIT as its number, whatever its
+// width.
+func bothSides(from, to schema.Column) (func(name string) string, bool) {
+	switch {
+	case from.DataType == "timestamp" && to.DataType == "timestamp" && fsp(to) >= fsp(from):
+		return func(name string) string {
+			return "CAST(UNIX_TIMESTAMP(" + dbconn.QuoteIdent(name) + ") AS DECIMAL(20,6))"
+		}, true
+	case from.DataType == "bit" && to.DataType == "bit":
+		return func(name string) string { return "(" + dbconn.QuoteIdent(name) + " + 0)" }, true
+	}
+	return nil, false
+}
+
+// fsp is a temporal column's fractional-second precision.
+func fsp(c schema.Column) int {
+	p, _, ok := precision(c.ColumnType)
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// enums reports whether both columns are ENUMs.
+func enums(from, to schema.Column) bool { return from.DataType == "enum" && to.DataType == "enum" }
+
+// enumText reads an ENUM (or its converted text) behind a mark of whether
+// it is the error value, index 0 (a NULL stays NULL).
+func enumText(q string) string { return "CONCAT(IF(" + q + " = 0, '!', '='), " + q + ")" }
+
 // rowHashes are the per-row hash expressions of both tables.
 type rowHashes struct {
 	src, dst          string
@@ -286,13 +322,32 @@ func hashes(cfg Config) rowHashes {
 	var srcCols, dstCols []Col
 	converted := false
 	for _, p := range cfg.Mapping.Pairs {
+		if read, ok := bothSides(p.From, p.To); ok {
+			src, dst := pairCols(p.From, p.To, p.From.Nullable || p.To.Nullable)
+			src.Expr, dst.Expr = read(p.From.Name), read(p.To.Name)
+			srcCols, dstCols = append(srcCols, src), append(dstCols, dst)
+			h.compared = append(h.compared, p.To.Name)
+			continue
+		}
 		expr, ok := Convert(p.From, p.To)
 		if !ok {
+			// Its value cannot be compared; that it is NULL or not can.
 			h.skipped = append(h.skipped, p.To.Name)
+			// (Unnamed: a key column among them is still hashed whole.)
+			srcCols = append(srcCols, Col{Expr: "ISNULL(" + dbconn.QuoteIdent(p.From.Name) + ")"})
+			dstCols = append(dstCols, Col{Expr: "ISNULL(" + dbconn.QuoteIdent(p.To.Name) + ")"})
 			continue
 		}
 		null := p.From.Nullable || p.To.Nullable
 		src, dst := pairCols(p.From, p.To, null)
+		if enums(p.From, p.To) {
+			// An ENUM's error value (index 0, which a non-strict session
+			// stores) reads as '', like a member spelt ''.
+			src.Expr, dst.Expr = enumText(expr), enumText(dbconn.QuoteIdent(p.To.Name))
+			srcCols, dstCols = append(srcCols, src), append(dstCols, dst)
+			h.compared = append(h.compared, p.To.Name)
+			continue
+		}
 		if expr != dbconn.QuoteIdent(p.From.Name) {
 			// A converted value: read as bytes on both sides, like the
 			// mixed collations below.

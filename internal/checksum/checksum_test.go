@@ -100,7 +100,16 @@ func TestConvert(t *testing.T) {
 		{c("e", "enum", "enum('a','b')", "utf8mb4"), c("e", "varchar", "varchar(5)", "utf8mb4"), "CONVERT(`e` USING utf8mb4)"},
 		{c("e", "varchar", "varchar(5)", "utf8mb4"), c("e", "enum", "enum('a','b')", "utf8mb4"), ""},
 		{c("n", "int", "int", ""), c("n", "varchar", "varchar(20)", "utf8mb4"), "CONVERT(CAST(`n` AS CHAR) USING utf8mb4)"},
-		{c("f", "float", "float", ""), c("f", "double", "double", ""), ""},
+		{c("f", "float", "float", ""), c("f", "double", "double", ""), "(`f` * 1e0)"},
+		{c("n", "bigint", "bigint", ""), c("n", "double", "double", ""), "(`n` * 1e0)"},
+		{c("n", "decimal", "decimal(10,2)", ""), c("n", "double", "double", ""), "(`n` * 1e0)"},
+		{c("d", "double", "double", ""), c("d", "float", "float", ""), ""},
+		{c("b", "varbinary", "varbinary(8)", ""), c("b", "varbinary", "varbinary(16)", ""), "`b`"},
+		{c("b", "blob", "blob", ""), c("b", "mediumblob", "mediumblob", ""), "`b`"},
+		{c("b", "binary", "binary(4)", ""), c("b", "varbinary", "varbinary(8)", ""), "`b`"},
+		{c("b", "varbinary", "varbinary(4)", ""), c("b", "binary", "binary(8)", ""), "CAST(`b` AS BINARY(8))"},
+		{c("b", "bit", "bit(8)", ""), c("b", "bit", "bit(16)", ""), ""}, // read as numbers on both sides (bothSides)
+		{c("b", "varbinary", "varbinary(8)", ""), c("b", "varchar", "varchar(8)", "utf8mb4"), ""},
 		{c("j", "json", "json", ""), c("j", "text", "text", "utf8mb4"), ""},
 	}
 	for _, tc := range cases {

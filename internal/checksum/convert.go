@@ -10,6 +10,7 @@ import (
 )
 
 var (
+	binaryTypes   = map[string]bool{"binary": true, "varbinary": true, "tinyblob": true, "blob": true, "mediumblob": true, "longblob": true}
 	decimalTypes  = map[string]bool{"decimal": true}
 	temporalTypes = map[string]bool{"date": true, "datetime": true, "timestamp": true, "time": true}
 	enumTypes     = map[string]bool{"enum": true, "set": true}
@@ -58,6 +59,21 @@ func Convert(from, to schema.Column) (string, bool) {
 		return "CAST(" + q + " AS SIGNED)", true
 	case temporalTypes[to.DataType] && temporalTypes[from.DataType]:
 		return temporalCast(q, from, to)
+	case binaryTypes[from.DataType] && binaryTypes[to.DataType]:
+		// Bytes are kept; BINARY(m) pads them with 0x00 to m.
+		if to.DataType == "binary" {
+			m, _, ok := precision(to.ColumnType)
+			if !ok {
+				return "", false
+			}
+			return "CAST(" + q + " AS BINARY(" + m + "))", true
+		}
+		return q, true
+	case to.DataType == "double" && !strings.Contains(to.ColumnType, "(") &&
+		(from.DataType == "float" || intTypes[from.DataType] || decimalTypes[from.DataType]):
+		// The assignment converts to the nearest DOUBLE, as this does
+		// (a DOUBLE(M,D) rounds and prints D decimals: not this).
+		return "(" + q + " * 1e0)", true
 	case toText && (fromText || intTypes[from.DataType] || decimalTypes[from.DataType]):
 		v := q
 		if !fromText {

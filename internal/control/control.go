@@ -45,7 +45,7 @@ type Command struct {
 }
 
 // Commands lists the command words, for help texts.
-const Commands = "status, pause, resume, set NAME=VALUE (threads, chunk-time, max-load, max-lag), cutover, postpone, abort"
+const Commands = "status, pause, resume, set NAME=VALUE (threads, chunk-time, max-load, max-lag, ignore-replica), cutover, postpone, abort"
 
 // maxLine is the longest request accepted.
 const maxLine = 4096
@@ -218,6 +218,9 @@ type Server struct {
 	// Stale is set when Listen replaced a socket file a dead run left.
 	Stale bool
 	l     *net.UnixListener
+	// lock is PATH.lock, locked for the server's life: two runs starting
+	// at once cannot both take the path.
+	lock *os.File
 }
 
 // Listen listens on path (mode 0600 from the start). A socket file of this
@@ -226,23 +229,41 @@ type Server struct {
 // another reason, or any other file, is refused and left alone.
 func Listen(path string) (*Server, error) {
 	s := &Server{Path: path}
+	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w (pass another --control-socket)", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("control socket: another sluice run uses %s (sluice ctl --socket %s status): wait for it, or pass another --control-socket", path, path)
+	}
+	s.lock = lock
+	if err := s.listen(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) listen() error {
+	path := s.Path
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("control socket: %s exists and is not a socket: remove it, or pass another --control-socket", path)
+			return fmt.Errorf("control socket: %s exists and is not a socket: remove it, or pass another --control-socket", path)
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-			return nil, fmt.Errorf("control socket: %s belongs to another user (uid %d): pass another --control-socket", path, st.Uid)
+			return fmt.Errorf("control socket: %s belongs to another user (uid %d): pass another --control-socket", path, st.Uid)
 		}
 		c, err := net.DialTimeout("unix", path, time.Second)
 		switch {
 		case err == nil:
 			c.Close()
-			return nil, fmt.Errorf("control socket: another sluice run listens on %s (sluice ctl --socket %s status): wait for it, or pass another --control-socket", path, path)
+			return fmt.Errorf("control socket: another sluice run uses %s (sluice ctl --socket %s status): wait for it, or pass another --control-socket", path, path)
 		case !errors.Is(err, syscall.ECONNREFUSED):
-			return nil, fmt.Errorf("control socket: %s exists and cannot be told stale (%v): remove it if no run uses it, or pass another --control-socket", path, err)
+			return fmt.Errorf("control socket: %s exists and cannot be told stale (%v): remove it if no run uses it, or pass another --control-socket", path, err)
 		}
 		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("control socket: remove the stale %s: %w", path, err)
+			return fmt.Errorf("control socket: remove the stale %s: %w", path, err)
 		}
 		s.Stale = true
 	}
@@ -252,14 +273,14 @@ func Listen(path string) (*Server, error) {
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	syscall.Umask(old)
 	if err != nil {
-		return nil, fmt.Errorf("control socket: %w (pass another --control-socket)", err)
+		return fmt.Errorf("control socket: %w (pass another --control-socket)", err)
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
 		l.Close()
-		return nil, fmt.Errorf("control socket: %w", err)
+		return fmt.Errorf("control socket: %w", err)
 	}
 	s.l = l
-	return s, nil
+	return nil
 }
 
 // Serve answers commands on the socket until ctx is done or Close.
@@ -277,8 +298,12 @@ func (s *Server) Serve(ctx context.Context, t Target) {
 	}
 }
 
-// Close stops listening and removes the socket file.
-func (s *Server) Close() error { return s.l.Close() }
+// Close stops listening, removes the socket file and lets the path go.
+func (s *Server) Close() error {
+	err := s.l.Close()
+	s.lock.Close() // the lock file stays: removing it would let two runs lock two files
+	return err
+}
 
 func (s *Server) answer(ctx context.Context, c net.Conn, t Target) {
 	defer c.Close()

@@ -132,12 +132,7 @@ func TestSocketModeAndCommands(t *testing.T) {
 func TestStaleSocketReplacedLiveRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "run.sock")
 	// A run that died leaves its socket file: nothing answers on it.
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.SetUnlinkOnClose(false)
-	l.Close()
+	staleSocket(t, path)
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("the stale socket file is gone: %v", err)
 	}
@@ -149,7 +144,7 @@ func TestStaleSocketReplacedLiveRefused(t *testing.T) {
 		t.Fatalf("the new socket does not answer: %+v", r)
 	}
 	// A second run of the same migration is refused while the first lives.
-	if _, err := Listen(path); err == nil || !strings.Contains(err.Error(), "another sluice run listens") {
+	if _, err := Listen(path); err == nil || !strings.Contains(err.Error(), "another sluice run uses") {
 		t.Fatalf("a live socket was not refused: %v", err)
 	}
 	if r := send(t, path, "status"); !r.OK {
@@ -229,12 +224,7 @@ func TestOthersSocketLeftAlone(t *testing.T) {
 		t.Skip("needs root to give the socket file to another user")
 	}
 	path := filepath.Join(t.TempDir(), "run.sock")
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.SetUnlinkOnClose(false)
-	l.Close()
+	staleSocket(t, path)
 	if err := os.Chown(path, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
@@ -244,4 +234,50 @@ func TestOthersSocketLeftAlone(t *testing.T) {
 	if _, err := os.Lstat(path); err != nil {
 		t.Fatal("another user's socket was removed")
 	}
+}
+
+// TestConcurrentListenOneWins: runs that start at once on a path with a
+// stale socket: exactly one gets it, and its socket answers.
+func TestConcurrentListenOneWins(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		path := filepath.Join(t.TempDir(), "run.sock")
+		staleSocket(t, path)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var won []*Server
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if s, err := Listen(path); err == nil {
+					mu.Lock()
+					won = append(won, s)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if len(won) != 1 {
+			t.Fatalf("round %d: %d runs got the path", round, len(won))
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go won[0].Serve(ctx, &recorder{})
+		if r := send(t, path, "status"); !r.OK {
+			t.Fatalf("round %d: the winner's socket does not answer: %+v", round, r)
+		}
+		cancel()
+		won[0].Close()
+	}
+}
+
+// staleSocket leaves at path the socket file of a run that died: nothing
+// answers on it.
+func staleSocket(t *testing.T, path string) {
+	t.Helper()
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
 }

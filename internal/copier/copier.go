@@ -155,6 +155,9 @@ func (c *Copier) Rows() int64 { return c.rows.Load() }
 // since the first chunk), 0 before the first chunk.
 func (c *Copier) Rate() float64 { return c.meter.rate(time.Now(), c.rows.Load()) }
 
+// Slowest returns the longest a chunk took to copy and its rows.
+func (c *Copier) Slowest() (time.Duration, int64) { return c.meter.slowest() }
+
 // Chunks returns how many chunks have been copied so far.
 func (c *Copier) Chunks() int64 { return c.chunks.Load() }
 
@@ -213,32 +216,35 @@ func (c *Copier) Run(ctx context.Context) error {
 		}
 		return nil
 	})
+	// fedCtx ends once every range is handed out: a worker waiting at the
+	// gate then stops waiting unless a range is left for it.
+	fedCtx, cancelFed := context.WithCancel(gctx)
+	defer cancelFed()
+	go func() {
+		select {
+		case <-fed:
+		case <-gctx.Done():
+		}
+		cancelFed()
+	}()
 	for w := 0; w < c.cfg.MaxWorkers; w++ {
 		g.Go(func() error {
 			for {
 				if !c.turns.wait(gctx, w, fed) {
 					return nil
 				}
-				// The gate before the range is taken: a worker a pause
-				// holds holds no range, and looks at its turn again after.
-				if c.cfg.Gate != nil {
-					if err := c.cfg.Gate.Enter(gctx); err != nil {
-						return err
-					}
-					if w >= c.turns.get() {
-						c.cfg.Gate.Leave()
-						continue
-					}
+				sp, ok, err := c.take(gctx, fedCtx, w, spans)
+				if err != nil || !ok {
+					return err
 				}
-				sp, ok := <-spans
-				var err error
-				if ok {
-					err = c.copySpan(gctx, sp.Span)
+				if sp == nil {
+					continue // its turn was taken away while it waited
 				}
+				err = c.copySpan(gctx, sp.Span)
 				if c.cfg.Gate != nil {
 					c.cfg.Gate.Leave()
 				}
-				if !ok || err != nil {
+				if err != nil {
 					return err
 				}
 				if c.cfg.Spans != nil {
@@ -248,6 +254,43 @@ func (c *Copier) Run(ctx context.Context) error {
 		})
 	}
 	return g.Wait()
+}
+
+// take gives worker w its next range, with the gate entered (the caller
+// leaves it after the copy): the gate first, so that a worker a pause holds
+// holds no range. ok is false once every range is taken; sp is nil when the
+// worker lost its turn while it waited at the gate.
+func (c *Copier) take(ctx, fedCtx context.Context, w int, spans <-chan span) (*span, bool, error) {
+	if c.cfg.Gate == nil {
+		sp, ok := <-spans
+		return &sp, ok, nil
+	}
+	if err := c.cfg.Gate.Enter(fedCtx); err != nil {
+		if ctx.Err() != nil {
+			return nil, false, err
+		}
+		// Every range is handed out and spans is closed: this never
+		// blocks. A range still in its buffer waits at the gate as long
+		// as the gate says.
+		sp, ok := <-spans
+		if !ok {
+			return nil, false, nil
+		}
+		if err := c.cfg.Gate.Enter(ctx); err != nil {
+			return nil, false, err
+		}
+		return &sp, true, nil
+	}
+	if w >= c.turns.get() {
+		c.cfg.Gate.Leave()
+		return nil, true, nil
+	}
+	sp, ok := <-spans
+	if !ok {
+		c.cfg.Gate.Leave()
+		return nil, false, nil
+	}
+	return &sp, true, nil
 }
 
 // copySpan copies one range, retrying it after a deadlock or a lock wait
@@ -273,6 +316,7 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 		}
 		if err == nil {
 			c.meter.record(time.Now(), c.rows.Add(n))
+			c.meter.chunk(time.Since(start), n)
 			c.chunks.Add(1)
 			if sp.Hi != nil && lostAt.IsZero() {
 				c.sizer.Observe(int(n), time.Since(start))

@@ -14,6 +14,24 @@ const rateWindow = 5 * time.Second
 type meter struct {
 	mu      sync.Mutex
 	samples []mark // oldest first; the first is the copy's start
+	// slow and slowRows: the longest chunk and its rows.
+	slow     time.Duration
+	slowRows int64
+}
+
+// chunk notes one chunk's duration and rows.
+func (m *meter) chunk(d time.Duration, rows int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if d > m.slow {
+		m.slow, m.slowRows = d, rows
+	}
+}
+
+func (m *meter) slowest() (time.Duration, int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.slow, m.slowRows
 }
 
 type mark struct {

@@ -328,3 +328,9 @@ func RetryLost(ctx context.Context, within time.Duration, onLost func(attempt in
 		}
 	}
 }
+
+// ReaderHost is the host name sluice's binlog readers register with (the
+// report host SHOW REPLICAS lists): replica discovery skips them, so that a
+// run never takes another run's reader, or a sibling's in a group, for a
+// replica it must wait for.
+const ReaderHost = "sluice-binlog-reader"

@@ -62,6 +62,8 @@ var (
 	replicaDesc   = desc("replica_lag_seconds", "The slowest watched replica's lag (absent when no replica is watched or it cannot be measured).")
 	throttleDesc  = desc("throttled_seconds_total", "Time the copy paused, by reason: replica_lag, or other (--max-load, --critical-load, --throttle-flag-file, sluice ctl pause).", "reason")
 	pausedDesc    = desc("paused", "1 while the operator has paused the run (sluice ctl pause).")
+	threadsDesc   = desc("copy_threads", "Copy workers allowed at once (--threads, or sluice ctl set threads).")
+	chunkDesc     = desc("chunk_time_seconds", "The wanted duration of one copy statement (0: the default).")
 	attemptsDesc  = desc("lock_attempts_total", "Metadata-lock attempts (cut-over, INSTANT or in-place ALTER).")
 	lockWaitDesc  = desc("lock_wait_longest_seconds", "The longest wait for the cut-over's table locks.")
 )
@@ -70,7 +72,7 @@ type collector struct{ board *Board }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{phaseDesc, copiedDesc, estimatedDesc, etaDesc, appliedDesc, backlogDesc,
-		binlogDesc, replicaDesc, throttleDesc, pausedDesc, attemptsDesc, lockWaitDesc} {
+		binlogDesc, replicaDesc, throttleDesc, pausedDesc, threadsDesc, chunkDesc, attemptsDesc, lockWaitDesc} {
 		ch <- d
 	}
 }
@@ -98,6 +100,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			paused = 1
 		}
 		metric(pausedDesc, prometheus.GaugeValue, paused)
+		metric(threadsDesc, prometheus.GaugeValue, float64(s.Threads))
+		metric(chunkDesc, prometheus.GaugeValue, s.ChunkTime.Seconds())
 		metric(attemptsDesc, prometheus.CounterValue, float64(s.LockAttempts))
 		metric(lockWaitDesc, prometheus.GaugeValue, s.LongestLockWait.Seconds())
 	}

@@ -112,7 +112,7 @@ func TestMetricsOfARun(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"rows_estimated", "copy_eta_seconds", "apply_backlog", "binlog_lag_seconds",
-		"lock_attempts_total", "lock_wait_longest_seconds"} {
+		"lock_attempts_total", "lock_wait_longest_seconds", "copy_threads", "chunk_time_seconds"} {
 		if _, ok := during["sluice_"+name+"{"+lbl+"}"]; !ok {
 			t.Errorf("while postponed, sluice_%s is missing: %v", name, during)
 		}

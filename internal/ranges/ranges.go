@@ -145,33 +145,26 @@ func send(ctx context.Context, out chan<- Span, s Span) error {
 
 // keyset walks the key within iv (the whole key when iv has no bounds).
 func (c *Cutter) keyset(ctx context.Context, out chan<- Span, iv Span) error {
-	hint := c.Hint
-	if hint == "" {
-		hint = " FORCE INDEX (PRIMARY)"
-	}
-	base := "SELECT " + c.Key.SelectExprs() + " FROM " + c.Table + hint + " "
-	order := " ORDER BY " + c.Key.OrderBy() + " LIMIT 1 OFFSET ?"
 	last := iv.Lo
+	var t tail
 	for {
-		where, args := Span{Lo: last, Hi: iv.Hi}.Where(c.Key)
-		q := base + "WHERE " + where
-		args = append(args, max(1, c.Size())-1)
-		raw := make([][]byte, len(c.Key))
-		ptrs := make([]any, len(raw))
-		for i := range raw {
-			ptrs[i] = &raw[i]
-		}
-		err := c.read(ctx, q+order, args, ptrs...)
 		sp := Span{Lo: last, Hi: iv.Hi, Lane: iv.Lane}
-		end := errors.Is(err, sql.ErrNoRows) // no boundary left: the interval's last span
-		switch {
-		case end:
-		case err != nil:
-			return fmt.Errorf("find a range boundary after %v: %w", last, err)
-		default:
-			if sp.Hi, err = c.Key.FromScan(raw); err != nil {
-				return fmt.Errorf("range boundary: %w", err)
+		probe, ok, err := c.capped(ctx, sp, &t)
+		if err != nil {
+			return err
+		}
+		var hi rowkey.Key
+		if ok {
+			if hi, err = c.boundary(ctx, probe, max(1, c.Size())); err != nil {
+				return err
 			}
+		}
+		if ok && hi == nil && t.again(sp) {
+			continue
+		}
+		end := hi == nil // no boundary left: the interval's last span
+		if !end {
+			sp.Hi = hi
 		}
 		if err := send(ctx, out, sp); err != nil {
 			return err
@@ -181,6 +174,158 @@ func (c *Cutter) keyset(ctx context.Context, out chan<- Span, iv Span) error {
 		}
 		last = sp.Hi
 	}
+}
+
+// tail caps the probes of a span open above at its greatest key, read when
+// it is first probed and read again once when the probes reach it. Rows the
+// application appends beyond it meanwhile go to the last span, open above:
+// a cut ends however fast they come.
+type tail struct {
+	top   rowkey.Key
+	reads int
+}
+
+// again reports whether the probes of sp, which reached the top, go on to
+// a new top (once).
+func (t *tail) again(sp Span) bool {
+	if sp.Hi != nil || t.reads >= 2 {
+		return false
+	}
+	t.top = nil
+	return true
+}
+
+// capped returns sp as the next probe reads it: a span open above is capped
+// at t's top. ok is false when such a span holds no row.
+func (c *Cutter) capped(ctx context.Context, sp Span, t *tail) (probe Span, ok bool, err error) {
+	if sp.Hi != nil {
+		return sp, true, nil
+	}
+	if t.top == nil {
+		if t.reads >= 2 {
+			return sp, false, nil
+		}
+		t.reads++
+		if t.top, err = c.lastKey(ctx, sp); err != nil || t.top == nil {
+			return sp, false, err
+		}
+	}
+	sp.Hi = t.top
+	return sp, true, nil
+}
+
+// boundary returns the key of the n-th row of sp in key order, or nil when
+// sp holds fewer rows.
+func (c *Cutter) boundary(ctx context.Context, sp Span, n int) (rowkey.Key, error) {
+	k, err := c.keyAt(ctx, sp, c.Key.OrderBy(), n-1)
+	if err != nil {
+		return nil, fmt.Errorf("find a range boundary after %v: %w", sp.Lo, err)
+	}
+	return k, nil
+}
+
+// lastKey returns the greatest key of sp, or nil when sp holds no row.
+func (c *Cutter) lastKey(ctx context.Context, sp Span) (rowkey.Key, error) {
+	desc := make([]string, len(c.Key))
+	for i, col := range c.Key {
+		desc[i] = dbconn.QuoteIdent(col.Name) + " DESC"
+	}
+	k, err := c.keyAt(ctx, sp, strings.Join(desc, ", "), 0)
+	if err != nil {
+		return nil, fmt.Errorf("read the last key after %v: %w", sp.Lo, err)
+	}
+	return k, nil
+}
+
+// keyAt returns the key of the row of sp after skip others in the order
+// given, read by the key's index, or nil when there is none.
+func (c *Cutter) keyAt(ctx context.Context, sp Span, order string, skip int) (rowkey.Key, error) {
+	hint := c.Hint
+	if hint == "" {
+		hint = " FORCE INDEX (PRIMARY)"
+	}
+	where, args := sp.Where(c.Key)
+	q := "SELECT " + c.Key.SelectExprs() + " FROM " + c.Table + hint + " WHERE " + where +
+		" ORDER BY " + order + " LIMIT 1 OFFSET ?"
+	args = append(args, skip)
+	raw := make([][]byte, len(c.Key))
+	ptrs := make([]any, len(raw))
+	for i := range raw {
+		ptrs[i] = &raw[i]
+	}
+	err := c.read(ctx, q, args, ptrs...)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return c.Key.FromScan(raw)
+}
+
+// probeAbove is how many times the rows asked for an integer span must be
+// able to hold (its width, distinct values) before its rows are counted:
+// a span cut by a density learned over sparse keys may hold a dense cluster.
+const probeAbove = 4
+
+// sendBounded sends sp, cut where it holds more than size rows: pieces of
+// size rows, by keyset, that tile it exactly. A span narrower than
+// probeAbove x size (it cannot hold more rows than that) is sent as it is;
+// so are the spans of a dense key.
+func (c *Cutter) sendBounded(ctx context.Context, out chan<- Span, sp Span, unsigned bool) error {
+	if sp.Lo != nil && sp.Hi != nil && sp.Width <= uint64(probeAbove*max(1, c.Size())) {
+		return send(ctx, out, sp)
+	}
+	var t tail // the last span, open above, is probed up to a top
+	for {
+		probe, ok, err := c.capped(ctx, sp, &t)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return send(ctx, out, sp)
+		}
+		// The size is asked again for each piece: the copy's chunks adapt
+		// while one wide span is cut.
+		hi, err := c.boundary(ctx, probe, max(1, c.Size()))
+		if err != nil {
+			return err
+		}
+		if hi == nil || !keyBelow(hi, probe.Hi, unsigned) {
+			if t.again(sp) {
+				continue
+			}
+			return send(ctx, out, sp) // the rest holds at most size rows, or is open above
+		}
+		piece := Span{Lo: sp.Lo, Hi: hi, Lane: sp.Lane}
+		if sp.Lo != nil {
+			piece.Width = keyOffset(hi, unsigned) - keyOffset(sp.Lo, unsigned)
+		}
+		if err := send(ctx, out, piece); err != nil {
+			return err
+		}
+		sp.Lo = hi
+		if sp.Hi != nil {
+			sp.Width = keyOffset(sp.Hi, unsigned) - keyOffset(hi, unsigned)
+		}
+	}
+}
+
+// keyOffset is an integer key's value as a uint64 (two's complement for a
+// signed key): differences of offsets are widths.
+func keyOffset(k rowkey.Key, unsigned bool) uint64 {
+	if unsigned {
+		return k[0].(uint64)
+	}
+	return uint64(k[0].(int64))
+}
+
+// keyBelow reports whether integer key a is below b.
+func keyBelow(a, b rowkey.Key, unsigned bool) bool {
+	if unsigned {
+		return a[0].(uint64) < b[0].(uint64)
+	}
+	return a[0].(int64) < b[0].(int64)
 }
 
 // integers cuts a single integer key by arithmetic, within iv (the whole
@@ -238,7 +383,12 @@ func (c *Cutter) integers(ctx context.Context, out chan<- Span, unsigned bool, i
 		default:
 			sp.Hi = iv.Hi
 		}
-		if err := send(ctx, out, sp); err != nil {
+		if sp.Lo != nil && sp.Hi != nil {
+			// A bound of iv's (a resumed copy) has no width from the
+			// planner: the span's own, so that a wide one is probed.
+			sp.Width = keyOffset(sp.Hi, unsigned) - keyOffset(sp.Lo, unsigned)
+		}
+		if err := c.sendBounded(ctx, out, sp, unsigned); err != nil {
 			return err
 		}
 	}

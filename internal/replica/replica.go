@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,7 +35,11 @@ type Replica struct {
 	Name     string // host:port
 	ServerID int64  // as the server says; 0 when it could not be reached
 	db       *sql.DB
-	down     error // set when it could not be reached at discovery
+	down     error // set while it could not be reached
+	// conn reaches it; retryAt is when a replica that could not be reached
+	// is tried again (the monitor's reads).
+	conn    dbconn.Config
+	retryAt time.Time
 }
 
 // Close closes the replica's connections.
@@ -67,9 +72,9 @@ type listed struct {
 // Discover returns the replicas: the named ones, and with Auto every server
 // SHOW REPLICAS lists on the primary and, recursively, on each replica found.
 // A listed entry that answers with another server id than the one it
-// registered with is a binlog client (a tool like sluice itself registers
-// with its own host name and the primary's port), not a replica: it is
-// skipped. A listed replica that does not report its host (report_host) must
+// registered with is a binlog client (a tool registers with its own host
+// name and the port it reached the primary on), not a replica: it is
+// skipped, as is every binlog reader of sluice's (dbconn.ReaderHost). A listed replica that does not report its host (report_host) must
 // be named. A replica that cannot be reached is kept: it counts as lagging.
 func Discover(ctx context.Context, d Discovery) ([]*Replica, error) {
 	if d.Log == nil {
@@ -121,8 +126,8 @@ func Discover(ctx context.Context, d Discovery) ([]*Replica, error) {
 			return nil, err
 		}
 		for _, l := range rows {
-			if seen[l.serverID] || l.port == 0 {
-				continue
+			if seen[l.serverID] || l.port == 0 || l.host == dbconn.ReaderHost {
+				continue // the primary, a replica seen, a client, or a sluice run's binlog reader
 			}
 			if l.host == "" {
 				closeAll(out)
@@ -158,12 +163,15 @@ func closeAll(rs []*Replica) {
 	}
 }
 
+// retryDown is how often a replica that cannot be reached is tried again.
+const retryDown = 2 * time.Second
+
 // connect opens a replica; a failure is kept in down.
 func connect(ctx context.Context, conn dbconn.Config, host string, port int) *Replica {
 	// A replica's certificate names the replica: --tls-server-name is the
 	// primary's.
 	conn.Host, conn.Port, conn.TLSFiles.ServerName = host, port, ""
-	r := &Replica{Name: net.JoinHostPort(host, strconv.Itoa(port))}
+	r := &Replica{Name: net.JoinHostPort(host, strconv.Itoa(port)), conn: conn}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	db, err := dbconn.Open(qctx, conn, "", 2)
@@ -318,12 +326,14 @@ type Monitor struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	mu     sync.Mutex
-	lags   []Lag
-	hist   [][]sample    // each replica's readings of the last aheadWindow
-	slow   []rateAt      // the lowest rate below 1 of each measure, for slowMemory
-	worst  time.Duration // the highest lag measured
-	warned map[string]bool
+	mu sync.Mutex
+	// ignored marks the replicas the operator stopped watching (Ignore).
+	ignored []bool
+	lags    []Lag
+	hist    [][]sample    // each replica's readings of the last aheadWindow
+	slow    []rateAt      // the lowest rate below 1 of each measure, for slowMemory
+	worst   time.Duration // the highest lag measured
+	warned  map[string]bool
 }
 
 // MonitorConfig configures a Monitor.
@@ -347,6 +357,7 @@ func NewMonitor(cfg MonitorConfig) *Monitor {
 		log: cfg.Log, now: time.Now, warned: map[string]bool{}}
 	m.lags = make([]Lag, len(cfg.Replicas))
 	m.hist = make([][]sample, len(cfg.Replicas))
+	m.ignored = make([]bool, len(cfg.Replicas))
 	for i, r := range cfg.Replicas {
 		m.lags[i] = Lag{Name: r.Name, Err: errors.New("not measured yet")}
 	}
@@ -391,13 +402,22 @@ func (m *Monitor) beat(ctx context.Context) {
 	}
 }
 
-// measure reads the heartbeat on every replica at once.
+// measure reads the heartbeat on every replica watched at once.
 func (m *Monitor) measure(ctx context.Context) {
 	qctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
 	lags := make([]Lag, len(m.replicas))
+	m.mu.Lock()
+	ignored := make([]bool, len(m.replicas))
+	for i := range ignored {
+		ignored[i] = m.ignoredLocked(i)
+	}
+	m.mu.Unlock()
 	for i, r := range m.replicas {
+		if ignored[i] {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -412,8 +432,35 @@ func (m *Monitor) measure(ctx context.Context) {
 	defer m.mu.Unlock()
 	at := m.now()
 	for i, l := range lags {
-		m.recordLocked(i, l, at)
+		if !m.ignoredLocked(i) {
+			m.recordLocked(i, l, at)
+		}
 	}
+}
+
+// Ignore stops watching the replica named name (HOST:PORT, as Names gives
+// it), for an operator whose replica is gone for good: an unreachable
+// replica counts as lagging and would hold the copy forever. It returns how
+// many replicas are still watched.
+func (m *Monitor) Ignore(name string) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := slices.IndexFunc(m.replicas, func(r *Replica) bool { return strings.EqualFold(r.Name, name) })
+	if i < 0 {
+		return 0, fmt.Errorf("no watched replica is named %s (watched: %s)", name, strings.Join(m.namesLocked(), ", "))
+	}
+	if m.ignoredLocked(i) {
+		return 0, fmt.Errorf("replica %s is not watched already", name)
+	}
+	if len(m.ignored) < len(m.replicas) {
+		m.ignored = append(m.ignored, make([]bool, len(m.replicas)-len(m.ignored))...)
+	}
+	m.ignored[i] = true
+	if i < len(m.hist) {
+		m.hist[i] = nil
+	}
+	m.log.Warn("the operator stopped watching a replica's lag", "replica", m.replicas[i].Name)
+	return len(m.namesLocked()), nil
 }
 
 // recordLocked takes replica i's reading l, made at at.
@@ -447,6 +494,18 @@ func (m *Monitor) recordLocked(i int, l Lag, at time.Time) {
 
 func (m *Monitor) read(ctx context.Context, r *Replica) Lag {
 	l := Lag{Name: r.Name}
+	if r.db == nil && time.Now().After(r.retryAt) {
+		// Not reached at discovery, or since: tried again every few
+		// seconds (a replica restarting, a grant not replicated yet).
+		r.retryAt = time.Now().Add(retryDown)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		again := connect(cctx, r.conn, r.conn.Host, r.conn.Port)
+		cancel()
+		r.db, r.down = again.db, again.down
+		if again.db != nil {
+			r.ServerID = again.ServerID
+		}
+	}
 	if r.db == nil {
 		l.Err = fmt.Errorf("cannot be reached: %w", r.down)
 		return l
@@ -480,16 +539,20 @@ func (m *Monitor) warnOnceLocked(key, msg string, err error) {
 }
 
 // Slowest returns the replica that lags most, or is heading for the most
-// lag: one that cannot be measured first. ok is false when there are no replicas.
+// lag: one that cannot be measured first. ok is false when no replica is
+// watched.
 func (m *Monitor) Slowest() (l Lag, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i, x := range m.lags {
-		if i == 0 || (x.Err != nil && l.Err == nil) || (x.Err == nil) == (l.Err == nil) && max(x.Lag, x.Ahead) > max(l.Lag, l.Ahead) {
-			l = x
+		if m.ignoredLocked(i) {
+			continue
+		}
+		if !ok || (x.Err != nil && l.Err == nil) || (x.Err == nil) == (l.Err == nil) && max(x.Lag, x.Ahead) > max(l.Lag, l.Ahead) {
+			l, ok = x, true
 		}
 	}
-	return l, len(m.lags) > 0
+	return l, ok
 }
 
 // rateAt is a replica's rate at one measure.
@@ -522,11 +585,23 @@ func (m *Monitor) Worst() time.Duration {
 	return m.worst
 }
 
-// Names returns the replicas' names.
+// ignoredLocked reports whether the operator stopped watching replica i.
+// m.mu must be held.
+func (m *Monitor) ignoredLocked(i int) bool { return i < len(m.ignored) && m.ignored[i] }
+
+// Names returns the names of the replicas watched.
 func (m *Monitor) Names() []string {
-	out := make([]string, len(m.replicas))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.namesLocked()
+}
+
+func (m *Monitor) namesLocked() []string {
+	out := make([]string, 0, len(m.replicas))
 	for i, r := range m.replicas {
-		out[i] = r.Name
+		if !m.ignoredLocked(i) {
+			out = append(out, r.Name)
+		}
 	}
 	return out
 }

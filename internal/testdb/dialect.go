@@ -13,6 +13,7 @@ import (
 var MariaDBCollations = map[string]string{
 	"utf8mb4_0900_ai_ci": "utf8mb4_uca1400_nopad_ai_ci",
 	"utf8mb4_0900_as_cs": "utf8mb4_uca1400_nopad_as_cs",
+	"utf8mb4_0900_bin":   "utf8mb4_nopad_bin",
 }
 
 // dialect is what a server lacks of MySQL 9.7's names.

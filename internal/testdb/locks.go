@@ -2,11 +2,14 @@ package testdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // Readers runs n sessions that query table in a loop, like an application,
@@ -83,4 +86,23 @@ func (d *DB) Blocker(t testing.TB, query string) (id int64, done <-chan error) {
 	}
 	t.Fatal("the blocker never took its lock")
 	return 0, nil
+}
+
+// Processes counts the server's sessions that match where, a condition on
+// the process list's columns (ID, USER, HOST, DB, COMMAND, TIME, STATE,
+// INFO). MySQL's information_schema.PROCESSLIST is utf8mb3 and fails (error
+// 3854) while any session's statement holds a 4-byte character, as other
+// packages' tests do at the same time; performance_schema.processlist is the
+// same list in utf8mb4. MariaDB has only the first, and it never fails so.
+func (d *DB) Processes(t testing.TB, where string, args ...any) int {
+	t.Helper()
+	var n int
+	err := d.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE "+where, args...).Scan(&n)
+	if me := (*mysql.MySQLError)(nil); errors.As(err, &me) && me.Number == 3854 {
+		err = d.QueryRow("SELECT COUNT(*) FROM performance_schema.processlist WHERE "+where, args...).Scan(&n)
+	}
+	if err != nil {
+		t.Fatalf("read the process list: %v", err)
+	}
+	return n
 }

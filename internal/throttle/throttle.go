@@ -147,8 +147,8 @@ type Config struct {
 // ErrAbort wraps the reason a Throttler stopped the migration.
 var ErrAbort = errors.New("stopped")
 
-// Throttler checks the signals every Interval and holds Wait while the copy
-// should pause.
+// Throttler checks the signals every Interval and holds Enter while the
+// copy should pause.
 type Throttler struct {
 	cfg     Config
 	decider Decider
@@ -268,8 +268,9 @@ func (t *Throttler) SetOperator(reason string) {
 	}
 }
 
-// Enter waits until the copy may go on (as Wait) and counts the caller as
-// copying a chunk until its Leave: a pause that begins meanwhile finds it
+// Enter returns at once unless the copy should pause, then waits until it
+// may go on or ctx is done; it counts the caller as copying a chunk until
+// its Leave: a pause that begins meanwhile finds it
 // in Busy, never between the wait and the count.
 func (t *Throttler) Enter(ctx context.Context) error {
 	for {
@@ -456,20 +457,6 @@ func (t *Throttler) set(reason, lag string) {
 	t.mu.Unlock()
 	if changed && t.cfg.OnChange != nil {
 		t.cfg.OnChange(reason)
-	}
-}
-
-// Wait returns at once unless the copy should pause; then it waits until it
-// may go on, or ctx is done.
-func (t *Throttler) Wait(ctx context.Context) error {
-	t.mu.Lock()
-	open := t.all.clear
-	t.mu.Unlock()
-	select {
-	case <-open:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

@@ -139,10 +139,16 @@ func TestFlagFiles(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	waited := make(chan error, 1)
-	go func() { waited <- th.Wait(ctx) }()
+	go func() {
+		err := th.Enter(ctx)
+		if err == nil {
+			th.Leave()
+		}
+		waited <- err
+	}()
 	select {
 	case err := <-waited:
-		t.Fatalf("Wait returned while throttled: %v", err)
+		t.Fatalf("Enter returned while throttled: %v", err)
 	case <-time.After(50 * time.Millisecond):
 	}
 	os.Remove(flag)
@@ -201,8 +207,8 @@ func TestLagPausesAndIsCounted(t *testing.T) {
 	if err := th.WaitLag(short); err == nil {
 		t.Fatal("WaitLag returned while the replica lags")
 	}
-	if err := th.Wait(short); err == nil {
-		t.Fatal("Wait returned while the replica lags")
+	if err := th.Enter(short); err == nil {
+		t.Fatal("Enter returned while the replica lags")
 	}
 	time.Sleep(20 * time.Millisecond)
 	os.WriteFile(flag, nil, 0o600)

@@ -21,7 +21,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := &cobra.Command{Use: "sluice-bench", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(demoCmd(), runCmd(), ddlCmd(), mdlCmd())
+	root.AddCommand(demoCmd(), runCmd(), ddlCmd(), mdlCmd(), scaleCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "sluice-bench: "+err.Error())
 		os.Exit(1)
@@ -91,10 +91,7 @@ func runCmd() *cobra.Command {
 				return err
 			}
 			o.DSN, o.Out = d, c.OutOrStdout()
-			if o.Sluice == "" {
-				exe, _ := os.Executable()
-				o.Sluice = filepath.Join(filepath.Dir(exe), "sluice")
-			}
+			o.Sluice = besideMe(o.Sluice)
 			return bench.Run(c.Context(), o)
 		},
 	}
@@ -131,10 +128,7 @@ func mdlCmd() *cobra.Command {
 				return err
 			}
 			o.DSN, o.Out = d, c.OutOrStdout()
-			if o.Sluice == "" {
-				exe, _ := os.Executable()
-				o.Sluice = filepath.Join(filepath.Dir(exe), "sluice")
-			}
+			o.Sluice = besideMe(o.Sluice)
 			return bench.MDL(c.Context(), o)
 		},
 	}
@@ -145,4 +139,36 @@ func mdlCmd() *cobra.Command {
 	c.Flags().StringVar(&o.PtOsc, "pt-osc", "", `command running pt-online-schema-change, e.g. "scripts/sandbox.sh pt-osc" ("": leave the peer out)`)
 	c.Flags().StringVar(&o.GhOst, "gh-ost", "", `command running gh-ost ("": leave the peer out)`)
 	return c
+}
+
+func scaleCmd() *cobra.Command {
+	var o bench.ScaleOptions
+	c := &cobra.Command{
+		Use:   "scale",
+		Short: "sluice's idle change on sysbench tables of several sizes beside the server's own in-place rebuild, with where the time went, the slowest chunk and the ETA's error; then a skewed BIGINT key",
+		RunE: func(c *cobra.Command, _ []string) error {
+			d, err := dsn()
+			if err != nil {
+				return err
+			}
+			o.DSN, o.Out = d, c.OutOrStdout()
+			o.Sluice = besideMe(o.Sluice)
+			return bench.Scale(c.Context(), o)
+		},
+	}
+	c.Flags().IntSliceVar(&o.Sizes, "sizes", []int{1_000_000, 5_000_000, 10_000_000}, "table sizes, rows")
+	c.Flags().IntVar(&o.Repeat, "repeat", 1, "runs of each, interleaved (rebuild, sluice, rebuild, ...)")
+	c.Flags().StringVar(&o.Sluice, "sluice", "", "sluice binary (default: beside sluice-bench)")
+	c.Flags().StringVar(&o.Replicas, "replicas", "", `command managing the sandbox's replicas: they are down during the runs and put back at the end ("": leave them alone)`)
+	c.Flags().StringVar(&o.Logs, "logs", "", "keep every sluice run's output in this directory")
+	return c
+}
+
+// besideMe is bin, or the sluice binary beside sluice-bench when bin is "".
+func besideMe(bin string) string {
+	if bin != "" {
+		return bin
+	}
+	exe, _ := os.Executable()
+	return filepath.Join(filepath.Dir(exe), "sluice")
 }
