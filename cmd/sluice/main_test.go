@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -47,9 +46,19 @@ func sluice(t *testing.T, env []string, args ...string) run {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), env...)
-	var o, e bytes.Buffer
+	var o, e testdb.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// A run that hangs is stopped with SIGQUIT, which makes Go print every
+	// goroutine's stack: the test fails saying where, not at the package's
+	// timeout with nothing of the child's.
+	hung := time.AfterFunc(runLimit, func() { cmd.Process.Signal(syscall.SIGQUIT) })
+	err := cmd.Wait()
+	if !hung.Stop() {
+		t.Fatalf("sluice %s ran longer than %s; its stacks:\n%s", strings.Join(args, " "), runLimit, e.String())
+	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
@@ -58,6 +67,9 @@ func sluice(t *testing.T, env []string, args ...string) run {
 	}
 	return run{code, o.String(), e.String()}
 }
+
+// runLimit bounds one run of sluice in these tests; none takes a minute.
+const runLimit = 8 * time.Minute
 
 func target(db *testdb.DB, table string) []string {
 	return []string{"migrate", "--host", db.Server.Host, "--port", fmt.Sprint(db.Server.Port), "--user", db.Server.User,
