@@ -6,6 +6,8 @@ DSN = $$($(SANDBOX) env | sed -e "s/^export SLUICE_TEST_DSN='//" -e "s/'$$//")
 ALT_DSN = $$(SLUICE_SANDBOX_PROFILE=alt $(SANDBOX) env | sed -e "s/^export SLUICE_TEST_ALT_DSN='//" -e "s/'$$//")
 REPLICA_DSNS = $$($(SANDBOX) replicas env | sed -e "s/^export SLUICE_TEST_REPLICA_DSNS='//" -e "s/'$$//")
 TLS_DIR = $$($(SANDBOX) tls-dir)
+# The report test opens a benchmark report in this headless browser (installed once).
+BROWSER = SLUICE_TEST_BROWSER=$$(scripts/browser.sh) SLUICE_TEST_REQUIRE_BROWSER=1
 
 MARIADB11_DSN = $$(SLUICE_SANDBOX_PROFILE=mariadb11 $(SANDBOX) env | sed -e "s/^export SLUICE_TEST_DSN='//" -e "s/'$$//")
 MARIADB10_DSN = $$(SLUICE_SANDBOX_PROFILE=mariadb10 $(SANDBOX) env | sed -e "s/^export SLUICE_TEST_DSN='//" -e "s/'$$//")
@@ -52,12 +54,12 @@ demo: sandbox build
 
 ## test: every test, against the sandbox MySQL 9.7 servers (default and alt profiles, and a replica of the default), with the race detector.
 test: sandbox sandbox-alt sandbox-replicas
-	SLUICE_TEST_DSN=$(DSN) SLUICE_TEST_ALT_DSN=$(ALT_DSN) SLUICE_TEST_REPLICA_DSNS=$(REPLICA_DSNS) SLUICE_TEST_TLS_DIR=$(TLS_DIR) GO=$(GO) scripts/gotest.sh -race -count=1 -timeout 45m ./...
+	$(BROWSER) SLUICE_TEST_DSN=$(DSN) SLUICE_TEST_ALT_DSN=$(ALT_DSN) SLUICE_TEST_REPLICA_DSNS=$(REPLICA_DSNS) SLUICE_TEST_TLS_DIR=$(TLS_DIR) GO=$(GO) scripts/gotest.sh -race -count=1 -timeout 45m ./...
 
 ## test-mariadb: every test against MariaDB 11.8 and its replica, then 10.11 and its replica (the sandbox has no alt server of MariaDB: those tests skip, saying so).
 test-mariadb: sandbox-mariadb
-	SLUICE_TEST_DSN=$(MARIADB11_DSN) SLUICE_TEST_REPLICA_DSNS=$(MARIADB11_REPLICA_DSNS) SLUICE_TEST_TLS_DIR=$(TLS_DIR) SLUICE_TEST_NO_EXTRAS="no MariaDB alt server in the sandbox" GO=$(GO) scripts/gotest.sh -race -count=1 -timeout 45m ./...
-	SLUICE_TEST_DSN=$(MARIADB10_DSN) SLUICE_TEST_REPLICA_DSNS=$(MARIADB10_REPLICA_DSNS) SLUICE_TEST_TLS_DIR=$(TLS_DIR) SLUICE_TEST_NO_EXTRAS="no MariaDB alt server in the sandbox" GO=$(GO) scripts/gotest.sh -race -count=1 -timeout 45m ./...
+	$(BROWSER) SLUICE_TEST_DSN=$(MARIADB11_DSN) SLUICE_TEST_REPLICA_DSNS=$(MARIADB11_REPLICA_DSNS) SLUICE_TEST_TLS_DIR=$(TLS_DIR) SLUICE_TEST_NO_EXTRAS="no MariaDB alt server in the sandbox" GO=$(GO) scripts/gotest.sh -race -count=1 -timeout 45m ./...
+	$(BROWSER) SLUICE_TEST_DSN=$(MARIADB10_DSN) SLUICE_TEST_REPLICA_DSNS=$(MARIADB10_REPLICA_DSNS) SLUICE_TEST_TLS_DIR=$(TLS_DIR) SLUICE_TEST_NO_EXTRAS="no MariaDB alt server in the sandbox" GO=$(GO) scripts/gotest.sh -race -count=1 -timeout 45m ./...
 
 ## test-all: make test, then make test-mariadb.
 test-all: test test-mariadb
