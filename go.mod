@@ -11,6 +11,7 @@ require (
 	github.com/spf13/cobra v1.10.1
 	golang.org/x/sync v0.23.0
 	golang.org/x/term v0.44.0
+	gonum.org/v1/plot v0.17.0
 )
 
 require (
@@ -45,7 +46,6 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
-	gonum.org/v1/plot v0.17.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 )
