@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -53,6 +54,9 @@ type Options struct {
 	SkipSysbench bool
 	MaxLag       time.Duration // the replica round's --max-lag for sluice and pt-online-schema-change (default 1s)
 	Out          io.Writer
+	// ReportDir receives the run's report (race.json, race.txt,
+	// race.html; "": none).
+	ReportDir string
 }
 
 const (
@@ -125,6 +129,11 @@ type result struct {
 	lag                      *lagResult  // the replica's lag, in the replica round
 	toolReplicas             string      // the tool's own account of the replicas it watched
 	eta                      *[2]float64 // sluice's ETA error at 1/4 and 1/2 of the copy (eta.go)
+	// tps is the load's throughput a second from the baseline to 2s after
+	// the ALTER, p99 its latency (ms, nil: not measured), tpsFrom the end of
+	// tps[0]'s second in seconds from the ALTER's start.
+	tps, p99 []float64
+	tpsFrom  float64
 }
 
 // benchRun is one "sluice-bench run": the server, the results so far and
@@ -171,6 +180,12 @@ func Run(ctx context.Context, o Options) error {
 	if err := ensureSysbench(); err != nil {
 		return err
 	}
+	started := time.Now()
+	var text bytes.Buffer
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	o.Out = io.MultiWriter(o.Out, &text)
 	s, err := Connect(ctx, o.DSN)
 	if err != nil {
 		return err
@@ -205,11 +220,12 @@ func Run(ctx context.Context, o Options) error {
 	} else if !o.SkipReplica && !o.IdleOnly {
 		logf("no --replicas command: the replica round is left out")
 	}
-	finish := func(capacity float64) {
+	finish := func(capacity float64) error {
 		if reps != nil {
 			replicaNote = reps.restore(context.WithoutCancel(ctx))
 		}
 		b.report(capacity, replicaNote)
+		return b.writeReport(ctx, started, text.String())
 	}
 
 	// Every round begins with F, idle, and every run is read as a multiple
@@ -226,8 +242,7 @@ func Run(ctx context.Context, o Options) error {
 				return err
 			}
 		}
-		finish(0)
-		return nil
+		return finish(0)
 	}
 
 	// What the server sustains (the replica round's load too).
@@ -267,8 +282,7 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	finish(capacity)
-	return nil
+	return finish(capacity)
 }
 
 const rebuildName, copyName = "native ALTER ENGINE=InnoDB (in-place rebuild)", "native ALTER MODIFY k BIGINT (copy, blocks writes)"
@@ -421,6 +435,9 @@ func (b *benchRun) timed(ctx context.Context, st step, rate float64) error {
 		l.Stop()
 		r.before = l.Between(2*time.Second, from)
 		r.during = l.Between(from, to)
+		var first float64
+		r.tps, r.p99, first = l.Span(2*time.Second, to+2*time.Second)
+		r.tpsFrom = first - from.Seconds()
 		if len(out.spans) > 0 && r.during.Seconds > 0 {
 			lo, hi := l.Second(r.during.MinAt)
 			r.lowIn = strings.Join(phasesIn(out.spans, lo, hi), "/")

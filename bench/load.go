@@ -7,6 +7,7 @@ import (
 	"io"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -21,16 +22,20 @@ type Load struct {
 	mu    sync.Mutex // protects tps and errs
 	tps   []float64  // tps[i] is the throughput of second i+1
 	errs  []float64  // errs[i] is the failed transactions (deadlocks...) of second i+1
+	p99   []float64  // p99[i] is second i+1's 99th percentile latency, ms (sysbench only)
 	done  chan struct{}
 }
 
-var reportLine = regexp.MustCompile(`^\[ (\d+)s \] thds: \d+ tps: ([0-9.]+) .* err/s: ([0-9.]+)`)
+var (
+	reportLine = regexp.MustCompile(`^\[ (\d+)s \] thds: \d+ tps: ([0-9.]+) .* err/s: ([0-9.]+)`)
+	latency    = regexp.MustCompile(` lat \(ms,99%\): ([0-9.]+) `)
+)
 
 // StartLoad starts sysbench with threads threads at rate transactions a
 // second (0: unthrottled) for at most maxDur.
 func (s *Server) StartLoad(ctx context.Context, db string, threads int, rate float64, maxDur time.Duration) (*Load, error) {
 	args := append(s.sysbenchArgs(db), "--threads="+strconv.Itoa(threads), "--rate="+strconv.Itoa(int(rate)),
-		"--time="+strconv.Itoa(int(maxDur.Seconds())), "--report-interval=1", "--mysql-ignore-errors=all", "oltp_read_write", "run")
+		"--time="+strconv.Itoa(int(maxDur.Seconds())), "--report-interval=1", "--percentile=99", "--mysql-ignore-errors=all", "oltp_read_write", "run")
 	cmd := exec.CommandContext(ctx, "sysbench", args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -53,12 +58,17 @@ func (s *Server) StartLoad(ctx context.Context, db string, threads int, rate flo
 			sec, _ := strconv.Atoi(m[1])
 			v, _ := strconv.ParseFloat(m[2], 64)
 			e, _ := strconv.ParseFloat(m[3], 64)
+			var p float64
+			if lm := latency.FindStringSubmatch(sc.Text()); lm != nil {
+				p, _ = strconv.ParseFloat(lm[1], 64)
+			}
 			l.mu.Lock()
 			for len(l.tps) < sec {
 				l.tps = append(l.tps, 0)
 				l.errs = append(l.errs, 0)
+				l.p99 = append(l.p99, 0)
 			}
-			l.tps[sec-1], l.errs[sec-1] = v, e
+			l.tps[sec-1], l.errs[sec-1], l.p99[sec-1] = v, e, p
 			l.mu.Unlock()
 		}
 	}()
@@ -92,6 +102,7 @@ type Window struct {
 	Zero      int // seconds with no transaction at all
 	Seconds   int
 	Errors    float64 // failed transactions in all
+	P99       float64 // the highest of the seconds' 99th percentile latencies, ms (0: not measured)
 }
 
 // Between summarises the whole seconds in [from, to].
@@ -100,7 +111,36 @@ func (l *Load) Between(from, to time.Duration) Window {
 	defer l.mu.Unlock()
 	w := window(l.tps, from, to)
 	w.Errors = window(l.errs, from, to).Mean * float64(w.Seconds)
+	if len(l.p99) > 0 {
+		lat, _ := l.span(l.p99, from, to)
+		for _, v := range lat {
+			w.P99 = max(w.P99, v)
+		}
+	}
 	return w
+}
+
+// Span returns the throughput and p99 latency (nil: not measured) of the
+// whole seconds in [from, to], and the end of the first one's second, in
+// seconds from the load's start.
+func (l *Load) Span(from, to time.Duration) (tps, p99 []float64, first float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	tps, first = l.span(l.tps, from, to)
+	if len(l.p99) > 0 {
+		p99, _ = l.span(l.p99, from, to)
+	}
+	return tps, p99, first
+}
+
+// span is series' seconds in [from, to], as window counts them (l.mu held).
+func (l *Load) span(series []float64, from, to time.Duration) ([]float64, float64) {
+	lo := max(int(from.Seconds()), 0)
+	hi := min(int(to.Seconds()+0.999)-1, len(series)-1)
+	if hi < lo {
+		return nil, 0
+	}
+	return slices.Clone(series[lo : hi+1]), float64(lo + 1)
 }
 
 // window is Between's pure core: second i of tps covers (i, i+1] seconds.

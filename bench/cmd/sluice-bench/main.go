@@ -113,6 +113,7 @@ func runCmd() *cobra.Command {
 	c.Flags().BoolVar(&o.SkipKeys, "skip-keys", false, "leave out the key-type round (sluice on composite-key and string-key tables beside sbtest1, idle and under the bench's own load)")
 	c.Flags().BoolVar(&o.SkipSysbench, "skip-sysbench-rounds", false, "leave out the sysbench rounds of sbtest1 without a replica (idle, load, unthrottled): only the key-type and replica rounds (the load's capacity is still measured)")
 	c.Flags().DurationVar(&o.MaxLag, "max-lag", time.Second, "the replica round's maximum replica lag for sluice (--max-lag) and pt-online-schema-change (whole seconds)")
+	c.Flags().StringVar(&o.ReportDir, "report-dir", "bench/out", "write the run's report here: race.json (raw results), race.txt and race.html (charts) (\"\": none)")
 	c.Flags().StringArrayVar(&o.Variants, "variant", nil, `also time sluice with these flags, beside the default, in the same run (repeatable), e.g. --variant "--threads=4"`)
 	return c
 }

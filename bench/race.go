@@ -1,0 +1,169 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	rpt "github.com/sluicedb/sluice/bench/report"
+)
+
+// rawResult is one timed ALTER as the report's JSON holds it.
+type rawResult struct {
+	Name        string    `json:"name"`
+	Load        string    `json:"load"`
+	Round       string    `json:"round,omitempty"`
+	Table       string    `json:"table"`
+	Seconds     float64   `json:"seconds"`
+	F           float64   `json:"f_seconds,omitempty"` // the F this run is read against
+	TPSBefore   float64   `json:"tps_before,omitempty"`
+	TPSDuring   float64   `json:"tps_during,omitempty"`
+	TPSLowest   float64   `json:"tps_lowest_second,omitempty"`
+	ZeroSeconds int       `json:"zero_tps_seconds,omitempty"`
+	ErrorsMin   float64   `json:"app_errors_during_per_min,omitempty"`
+	P99Ms       float64   `json:"p99_ms_during,omitempty"` // the worst second's p99 latency of the load, ms
+	RSSMB       float64   `json:"sluice_rss_mb,omitempty"`
+	Phases      string    `json:"sluice_phases,omitempty"`
+	Failure     string    `json:"failure,omitempty"`
+	TPS         []float64 `json:"tps,omitempty"`      // the load's throughput a second around the ALTER
+	P99         []float64 `json:"p99_ms,omitempty"`   // and its p99 latency, ms, when measured
+	TPSFrom     float64   `json:"tps_from,omitempty"` // the end of TPS[0]'s second, from the ALTER's start
+}
+
+func rawResults(rs []result) []rawResult {
+	out := make([]rawResult, 0, len(rs))
+	for _, r := range rs {
+		raw := rawResult{Name: r.name, Load: r.load, Round: r.round, Table: r.table, Seconds: r.wall.Seconds(), F: r.f.Seconds(),
+			RSSMB: r.rssMB, Phases: r.phases, Failure: r.failure, TPS: r.tps, P99: r.p99, TPSFrom: r.tpsFrom}
+		if r.load != "idle" {
+			raw.TPSBefore, raw.TPSDuring, raw.TPSLowest, raw.ZeroSeconds = r.before.Mean, r.during.Mean, r.during.Min, r.during.Zero
+			if r.during.Seconds > 0 {
+				raw.ErrorsMin = r.during.Errors * 60 / float64(r.during.Seconds)
+			}
+			raw.P99Ms = r.during.P99
+		}
+		out = append(out, raw)
+	}
+	return out
+}
+
+// raceCharts draws the sysbench rounds: every ALTER's time as a multiple of
+// F at each load (F's own idle run left out: it is 1 by definition), and
+// for each loaded round the application's throughput second by second
+// around each ALTER's first run.
+func raceCharts(rs []result) []rpt.Chart {
+	ss := summarize(rs)
+	if len(ss) == 0 {
+		return nil
+	}
+	var loads, names []string
+	for _, s := range ss[1:] {
+		loads = appendNew(loads, s.load)
+		names = appendNew(names, s.name)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	bars := &rpt.Bars{Groups: loads}
+	for _, n := range names {
+		bs := rpt.BarSeries{Name: n, Values: make([]float64, len(loads)), Missing: make([]string, len(loads))}
+		for i := range loads {
+			bs.Values[i] = math.NaN()
+		}
+		for _, s := range ss[1:] {
+			if s.name != n {
+				continue
+			}
+			i := slices.Index(loads, s.load)
+			switch {
+			case s.wall == 0:
+				bs.Missing[i] = "failed"
+			case s.x > 0:
+				bs.Values[i] = s.x
+			default:
+				bs.Values[i] = float64(s.wall) / float64(ss[0].wall)
+			}
+		}
+		bars.Series = append(bars.Series, bs)
+	}
+	charts := []rpt.Chart{{Title: "Time of each ALTER, as a multiple of F (lower is faster)", X: "load", Y: "x F", Bars: bars,
+		Note: fmt.Sprintf("F is the server's own in-place rebuild of the idle table, %s. Each bar is the median of the runs, each run divided by the F timed just before it.", ss[0].wall.Round(time.Millisecond))}}
+	for _, load := range loads {
+		if load == "idle" {
+			continue
+		}
+		if c, ok := tpsChart(rs, load, names); ok {
+			charts = append(charts, c)
+		}
+	}
+	return charts
+}
+
+// tpsChart is the application's throughput around the first run of each
+// ALTER at load.
+func tpsChart(rs []result, load string, names []string) (rpt.Chart, bool) {
+	c := rpt.Chart{Title: "Application throughput around the ALTER (" + load + ")", X: "seconds from the ALTER's start", Y: "transactions a second",
+		Marks: []rpt.Mark{{X: 0, Label: "ALTER starts"}}}
+	for _, n := range names {
+		s := rpt.Series{Name: n}
+		for _, r := range rs {
+			if r.name != n || r.load != load || len(r.tps) == 0 {
+				continue
+			}
+			for i, v := range r.tps {
+				s.X, s.Y = append(s.X, r.tpsFrom+float64(i)), append(s.Y, v)
+			}
+			s.Name = fmt.Sprintf("%s (%.0fs)", n, r.wall.Seconds())
+			break
+		}
+		// An empty series keeps the tool's colour the same as in the bars.
+		c.Lines = append(c.Lines, s)
+	}
+	for _, s := range c.Lines {
+		if len(s.X) > 0 {
+			c.Note = "Each line is the first run of that ALTER; the number in brackets is how long it took. The load ran at the same rate for every tool."
+			return c, true
+		}
+	}
+	return c, false
+}
+
+func appendNew(list []string, s string) []string {
+	if !slices.Contains(list, s) {
+		return append(list, s)
+	}
+	return list
+}
+
+// serverVersion is the server's version string, for the report's header.
+func (s *Server) serverVersion(ctx context.Context) string {
+	var v string
+	if err := s.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+		return ""
+	}
+	return v
+}
+
+// writeReport writes the run's report (race.json, .txt, .html) to
+// o.ReportDir, "" writing none: text is what the run printed.
+func (b *benchRun) writeReport(ctx context.Context, started time.Time, text string) error {
+	if b.o.ReportDir == "" {
+		return nil
+	}
+	var sysbench []result
+	for _, r := range b.results {
+		if r.round == "" {
+			sysbench = append(sysbench, r)
+		}
+	}
+	r := rpt.Report{Name: "race", Title: "sluice against native ALTER and the peers", Started: started,
+		Server: b.s.serverVersion(ctx), Text: text, Charts: raceCharts(sysbench), Raw: rawResults(b.results)}
+	paths, err := r.Write(b.o.ReportDir)
+	if err != nil {
+		return err
+	}
+	logf("report: %s", paths[len(paths)-1])
+	return nil
+}

@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRaceCharts: the bars are each ALTER's median multiple of F at each
+// load, F itself left out, a failed ALTER marked; the throughput chart has
+// one line per ALTER placed on the ALTER's clock.
+func TestRaceCharts(t *testing.T) {
+	const f = 10 * time.Second
+	res := func(name, load string, wall time.Duration) result {
+		return result{name: name, load: load, wall: wall, f: f}
+	}
+	tps := []float64{100, 100, 0, 0, 100}
+	sl := res("sluice", "40% load", 30*time.Second)
+	sl.tps, sl.tpsFrom = tps, -1.5
+	rs := []result{
+		res(rebuildName, "idle", f),
+		res(copyName, "idle", 20*time.Second),
+		res("sluice", "idle", 15*time.Second),
+		res("sluice", "idle", 17*time.Second),
+		res("sluice", "idle", 40*time.Second),
+		res(copyName, "40% load", 25*time.Second),
+		sl,
+		{name: "pt-online-schema-change", load: "40% load", wall: 50 * time.Second, f: f, failure: "exit 1"},
+	}
+	charts := raceCharts(rs)
+	if len(charts) != 2 {
+		t.Fatalf("%d charts, want the bars and one throughput chart", len(charts))
+	}
+	bars := charts[0].Bars
+	if bars == nil || strings.Join(bars.Groups, ",") != "idle,40% load" {
+		t.Fatalf("bars: %+v", bars)
+	}
+	want := map[string][]float64{copyName: {2, 2.5}, "sluice": {1.7, 3}, "pt-online-schema-change": {math.NaN(), math.NaN()}}
+	if len(bars.Series) != len(want) {
+		t.Fatalf("bar series %+v, want %d (F's own run left out)", bars.Series, len(want))
+	}
+	for _, s := range bars.Series {
+		w, ok := want[s.Name]
+		if !ok {
+			t.Fatalf("bar series %q", s.Name)
+		}
+		for i := range w {
+			if !(math.IsNaN(w[i]) && math.IsNaN(s.Values[i])) && math.Abs(w[i]-s.Values[i]) > 1e-9 {
+				t.Errorf("%s at %s: %v, want %v", s.Name, bars.Groups[i], s.Values[i], w[i])
+			}
+		}
+		if s.Name == "pt-online-schema-change" && s.Missing[1] != "failed" {
+			t.Errorf("the failed run is not marked: %q", s.Missing)
+		}
+	}
+	lines := charts[1].Lines
+	if len(lines) != 3 {
+		t.Fatalf("throughput lines %+v", lines)
+	}
+	got := lines[1]
+	if !strings.HasPrefix(got.Name, "sluice") || len(got.X) != 5 || got.X[0] != -1.5 || got.X[4] != 2.5 || got.Y[2] != 0 {
+		t.Errorf("sluice's throughput line: %+v", got)
+	}
+	if len(lines[0].X) != 0 || len(lines[2].X) != 0 {
+		t.Errorf("lines without a measured series should be empty (keeping colours): %+v", lines)
+	}
+	if _, err := charts[0].SVG(); err != nil {
+		t.Error(err)
+	}
+	if _, err := charts[1].SVG(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestSpanMatchesWindow: the seconds Span returns for the chart are the
+// seconds Between summarises, for random series and offsets (seed printed).
+func TestSpanMatchesWindow(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	for range 2000 {
+		n := rng.IntN(20)
+		l := &Load{}
+		for range n {
+			l.tps = append(l.tps, float64(rng.IntN(5)))
+			l.errs = append(l.errs, 0)
+			l.p99 = append(l.p99, rng.Float64()*100)
+		}
+		from := time.Duration(rng.Int64N(int64(25 * time.Second)))
+		to := from + time.Duration(rng.Int64N(int64(10*time.Second)))
+		w := l.Between(from, to)
+		tps, p99, first := l.Span(from, to)
+		if len(tps) != w.Seconds || len(p99) != len(tps) {
+			t.Fatalf("seed %d: %v over [%s, %s]: span has %d seconds, window %d", seed, l.tps, from, to, len(tps), w.Seconds)
+		}
+		sum, worst := 0.0, 0.0
+		for i := range tps {
+			sum += tps[i]
+			worst = max(worst, p99[i])
+		}
+		if len(tps) > 0 && (math.Abs(sum/float64(len(tps))-w.Mean) > 1e-9 || worst != w.P99) {
+			t.Fatalf("seed %d: span mean %v p99 %v, window %+v", seed, sum/float64(len(tps)), worst, w)
+		}
+		if len(tps) > 0 && (tps[0] != l.tps[int(first)-1] || first < from.Seconds()) {
+			t.Fatalf("seed %d: first second ends at %v for from %s", seed, first, from)
+		}
+	}
+}
