@@ -34,8 +34,14 @@ var (
 // StartLoad starts sysbench with threads threads at rate transactions a
 // second (0: unthrottled) for at most maxDur.
 func (s *Server) StartLoad(ctx context.Context, db string, threads int, rate float64, maxDur time.Duration) (*Load, error) {
+	return s.startSysbench(ctx, db, "oltp_read_write", threads, rate, maxDur)
+}
+
+// startSysbench starts sysbench's test (oltp_read_write, oltp_write_only)
+// as StartLoad does.
+func (s *Server) startSysbench(ctx context.Context, db, test string, threads int, rate float64, maxDur time.Duration) (*Load, error) {
 	args := append(s.sysbenchArgs(db), "--threads="+strconv.Itoa(threads), "--rate="+strconv.Itoa(int(rate)),
-		"--time="+strconv.Itoa(int(maxDur.Seconds())), "--report-interval=1", "--percentile=99", "--mysql-ignore-errors=all", "oltp_read_write", "run")
+		"--time="+strconv.Itoa(int(maxDur.Seconds())), "--report-interval=1", "--percentile=99", "--mysql-ignore-errors=all", test, "run")
 	cmd := exec.CommandContext(ctx, "sysbench", args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -61,7 +61,7 @@ func (c Chart) SVG() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chart %q: %w", c.Title, err)
 	}
-	if c.YFloor != nil {
+	if c.YFloor != nil && (!c.LogY || *c.YFloor > 0) {
 		p.Y.Min = *c.YFloor
 	}
 	w, err := p.WriterTo(Width, Height, "svg")
@@ -77,10 +77,16 @@ func (c Chart) SVG() ([]byte, error) {
 
 func (c Chart) lines(p *plot.Plot) error {
 	ymin, ymax := math.Inf(1), math.Inf(-1)
+	if c.LogY {
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	}
 	for i, s := range c.Lines {
-		xys := make(plotter.XYs, len(s.X))
+		xys := make(plotter.XYs, 0, len(s.X))
 		for j := range s.X {
-			xys[j] = plotter.XY{X: s.X[j], Y: s.Y[j]}
+			if c.LogY && s.Y[j] <= 0 {
+				continue
+			}
+			xys = append(xys, plotter.XY{X: s.X[j], Y: s.Y[j]})
 			ymin, ymax = min(ymin, s.Y[j]), max(ymax, s.Y[j])
 		}
 		if len(xys) == 0 {
@@ -95,9 +101,9 @@ func (c Chart) lines(p *plot.Plot) error {
 		p.Legend.Add(s.Name, l)
 	}
 	if math.IsInf(ymin, 0) {
-		ymin, ymax = 0, 1
+		ymin, ymax = 1, 10
 	}
-	if c.YFloor != nil {
+	if c.YFloor != nil && (!c.LogY || *c.YFloor > 0) {
 		ymin = *c.YFloor
 	}
 	for _, m := range c.Marks {
@@ -113,6 +119,9 @@ func (c Chart) lines(p *plot.Plot) error {
 		}
 		lb.Offset = vg.Point{X: vg.Points(3), Y: vg.Points(-10)}
 		p.Add(lb)
+	}
+	if c.LogY { // a log axis needs a positive range, whatever was drawn
+		p.Y.Min, p.Y.Max = ymin, max(ymax, ymin*10)
 	}
 	return nil
 }

@@ -44,6 +44,9 @@ type Chart struct {
 	Bars   *Bars    `json:"bars,omitempty"`
 	Note   string   `json:"note,omitempty"`   // a caption under the figure
 	YFloor *float64 `json:"yfloor,omitempty"` // the Y axis starts here (nil: at the data's lowest, or 0 for bars)
+	// LogY draws a line chart's Y axis on a log scale; points at or
+	// below zero are left out.
+	LogY bool `json:"logy,omitempty"`
 }
 
 // Series is one line: Y[i] at X[i].

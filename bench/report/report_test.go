@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -164,13 +165,18 @@ func TestGeneratedChartsDraw(t *testing.T) {
 			}
 			lines = append(lines, Series{Name: fmt.Sprintf("s%d", s), X: x, Y: y})
 		}
-		c := Chart{Title: "lines", X: "x", Y: "y", Lines: lines}
+		c := Chart{Title: "lines", X: "x", Y: "y", Lines: lines, LogY: rng.IntN(2) == 0}
+		if rng.IntN(3) == 0 {
+			floor := float64(rng.IntN(3) - 1)
+			c.YFloor = &floor
+		}
 		svg, err := c.SVG()
 		if err != nil {
 			t.Fatalf("round %d (seed %d): %v", round, seed, err)
 		}
 		for i, s := range lines {
-			if len(s.X) > 0 && !strings.Contains(string(svg), "stroke:"+hex(i)) {
+			positive := slices.ContainsFunc(s.Y, func(v float64) bool { return v > 0 })
+			if (positive || len(s.X) > 0 && !c.LogY) && !strings.Contains(string(svg), "stroke:"+hex(i)) {
 				t.Errorf("round %d (seed %d): series %d with %d points not drawn", round, seed, i, len(s.X))
 			}
 		}

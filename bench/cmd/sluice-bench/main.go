@@ -21,7 +21,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := &cobra.Command{Use: "sluice-bench", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(demoCmd(), runCmd(), ddlCmd(), mdlCmd(), scaleCmd())
+	root.AddCommand(demoCmd(), runCmd(), ddlCmd(), mdlCmd(), scaleCmd(), availabilityCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "sluice-bench: "+err.Error())
 		os.Exit(1)
@@ -139,6 +139,34 @@ func mdlCmd() *cobra.Command {
 	c.Flags().StringVar(&o.Sluice, "sluice", "", "sluice binary (default: beside sluice-bench)")
 	c.Flags().StringVar(&o.PtOsc, "pt-osc", "", `command running pt-online-schema-change, e.g. "scripts/sandbox.sh pt-osc" ("": leave the peer out)`)
 	c.Flags().StringVar(&o.GhOst, "gh-ost", "", `command running gh-ost ("": leave the peer out)`)
+	return c
+}
+
+func availabilityCmd() *cobra.Command {
+	var o bench.AvailabilityOptions
+	c := &cobra.Command{
+		Use:   "availability",
+		Short: "A rate-limited write load before, during and after a column widening (INT to BIGINT, VARCHAR(60) to VARCHAR(120)): throughput and p99 a second for native ALTER, sluice and the peers",
+		RunE: func(c *cobra.Command, _ []string) error {
+			d, err := dsn()
+			if err != nil {
+				return err
+			}
+			o.DSN, o.Out = d, c.OutOrStdout()
+			o.Sluice = besideMe(o.Sluice)
+			return bench.Availability(c.Context(), o)
+		},
+	}
+	c.Flags().IntVar(&o.Rows, "rows", 1_000_000, "rows in sbtest1")
+	c.Flags().IntVar(&o.Threads, "threads", 16, "the load's clients")
+	c.Flags().Float64Var(&o.Rate, "rate", 0, "the load's transactions a second (0: --load times the capacity measured first)")
+	c.Flags().Float64Var(&o.Load, "load", 0.5, "the load's rate as a fraction of the capacity, when --rate is 0")
+	c.Flags().DurationVar(&o.Around, "around", 10*time.Second, "the load before and after each ALTER")
+	c.Flags().DurationVar(&o.Limit, "limit", 10*time.Minute, "stop a tool that has not finished by then; it is reported as not finished")
+	c.Flags().StringVar(&o.Sluice, "sluice", "", "sluice binary (default: beside sluice-bench)")
+	c.Flags().StringVar(&o.PtOsc, "pt-osc", "", `command running pt-online-schema-change, e.g. "scripts/sandbox.sh pt-osc" ("": leave the peer out)`)
+	c.Flags().StringVar(&o.GhOst, "gh-ost", "", `command running gh-ost ("": leave the peer out)`)
+	c.Flags().StringVar(&o.ReportDir, "report-dir", "bench/out", "write availability.json, .txt and .html here (\"\": none)")
 	return c
 }
 
