@@ -14,7 +14,7 @@ MARIADB10_DSN = $$(SLUICE_SANDBOX_PROFILE=mariadb10 $(SANDBOX) env | sed -e "s/^
 MARIADB11_REPLICA_DSNS = $$(SLUICE_SANDBOX_PROFILE=mariadb11 $(SANDBOX) replicas env | sed -e "s/^export SLUICE_TEST_REPLICA_DSNS='//" -e "s/'$$//")
 MARIADB10_REPLICA_DSNS = $$(SLUICE_SANDBOX_PROFILE=mariadb10 $(SANDBOX) replicas env | sed -e "s/^export SLUICE_TEST_REPLICA_DSNS='//" -e "s/'$$//")
 
-.PHONY: all build demo test test-mariadb test-all unit bench bench-scale bench-ddl bench-mdl bench-availability sandbox sandbox-alt sandbox-replicas sandbox-mariadb sandbox-down clean
+.PHONY: all build demo test test-mariadb test-all unit bench bench-scale bench-ddl bench-mdl bench-availability bench-redo sandbox sandbox-alt sandbox-replicas sandbox-mariadb sandbox-down clean
 
 all: build
 
@@ -80,6 +80,10 @@ bench-scale: sandbox build
 ## bench-availability: a rate-limited write load through a column widening (INT to BIGINT, VARCHAR(60) to VARCHAR(120)) for native ALTER, sluice and pt-online-schema-change: writes and p99 a second (report in bench/out/availability.html).
 bench-availability: sandbox build
 	@SLUICE_TEST_DSN=$(DSN) bin/sluice-bench availability --pt-osc "$(SANDBOX) pt-osc" $(BENCH_ARGS)
+
+## bench-redo: innodb_log_writer_threads ON and OFF x binlog on and off (the sandbox restarts itself in each mode) x concurrency, update-heavy and read-write (report in bench/out/redo.html).
+bench-redo: sandbox build
+	@SLUICE_TEST_DSN=$(DSN) bin/sluice-bench redo --binlog-off "SLUICE_SANDBOX_BINLOG=off $(SANDBOX) up" --binlog-on "$(SANDBOX) up" --replicas "$(SANDBOX) replicas" $(BENCH_ARGS)
 
 ## bench-ddl: sweep the InnoDB parallel index-build settings for one and three indexes, beside the planner's choice.
 bench-ddl: sandbox build

@@ -139,3 +139,41 @@ func TestAvailCharts(t *testing.T) {
 		}
 	}
 }
+
+// TestRedoCharts: one chart a workload, a line for each writer setting and
+// binlog mode, its points by clients; the table prints every measured row.
+func TestRedoCharts(t *testing.T) {
+	var points []redoPoint
+	for _, binlog := range []bool{true, false} {
+		for _, rt := range []string{"ON", "OFF"} {
+			for _, c := range []int{1, 2, 4} {
+				tps := float64(c * 100)
+				if rt == "OFF" {
+					tps += 7
+				}
+				points = append(points, redoPoint{Workload: redoWorkloads[0].name, Binlog: binlog, Writers: rt, Clients: c, TPS: tps})
+			}
+		}
+	}
+	charts := redoCharts(points)
+	if len(charts) != len(redoWorkloads) || len(charts[0].Lines) != 4 {
+		t.Fatalf("charts: %+v", charts)
+	}
+	off := charts[0].Lines[1]
+	if off.Name != "writers OFF, binlog ON" || len(off.X) != 3 || off.X[2] != 4 || off.Y[2] != 407 {
+		t.Errorf("the OFF/binlog line: %+v", off)
+	}
+	if len(charts[1].Lines[0].X) != 0 {
+		t.Errorf("the unmeasured workload has points: %+v", charts[1].Lines[0])
+	}
+	var b strings.Builder
+	redoReport(&b, "9.7.4", 2, RedoOptions{Rows: 10, Seconds: time.Second, Concurrency: []int{1, 2, 4}}, points)
+	if n := strings.Count(b.String(), redoWorkloads[0].name); n != 4 || !strings.Contains(b.String(), "407") {
+		t.Errorf("the table has %d rows of the workload:\n%s", n, b.String())
+	}
+	for _, c := range charts {
+		if _, err := c.SVG(); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -9,6 +9,7 @@
 #   SLUICE_SANDBOX_PROFILE=alt scripts/sandbox.sh up   the second server (PROFILE below)
 #   SLUICE_SANDBOX_PROFILE=mariadb11 scripts/sandbox.sh up   MariaDB 11.8 (Debian unstable) on 13311
 #   SLUICE_SANDBOX_PROFILE=mariadb10 scripts/sandbox.sh up   MariaDB 10.11 (Debian 12) on 13310
+#   SLUICE_SANDBOX_BINLOG=off scripts/sandbox.sh up   the default server restarted without its binlog
 #   scripts/sandbox.sh replicas up [N]   start N (1 or 2, default 2) replicas of the default
 #                               server (starting it first if needed); replicas above N are
 #                               stopped; print the export line for SLUICE_TEST_REPLICA_DSNS
@@ -168,6 +169,12 @@ sync_binlog=0"
       fi ;;
     *) echo "sandbox: unknown profile $1 (default, alt, mariadb11 or mariadb10)" >&2; exit 2 ;;
   esac
+  # SLUICE_SANDBOX_BINLOG=off: the default server without its binlog (make
+  # bench-redo); the next plain "up" restarts it with the binlog again.
+  if [ "$1" = default ] && [ "${SLUICE_SANDBOX_BINLOG:-on}" = off ]; then
+    EXTRA="$EXTRA
+disable_log_bin"
+  fi
   if [ "$FLAVOR" = mariadb ]; then
     MYSQLD=mariadbd
     CLIENT=mariadb

@@ -21,7 +21,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := &cobra.Command{Use: "sluice-bench", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(demoCmd(), runCmd(), ddlCmd(), mdlCmd(), scaleCmd(), availabilityCmd())
+	root.AddCommand(demoCmd(), runCmd(), ddlCmd(), mdlCmd(), scaleCmd(), availabilityCmd(), redoCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "sluice-bench: "+err.Error())
 		os.Exit(1)
@@ -167,6 +167,30 @@ func availabilityCmd() *cobra.Command {
 	c.Flags().StringVar(&o.PtOsc, "pt-osc", "", `command running pt-online-schema-change, e.g. "scripts/sandbox.sh pt-osc" ("": leave the peer out)`)
 	c.Flags().StringVar(&o.GhOst, "gh-ost", "", `command running gh-ost ("": leave the peer out)`)
 	c.Flags().StringVar(&o.ReportDir, "report-dir", "bench/out", "write availability.json, .txt and .html here (\"\": none)")
+	return c
+}
+
+func redoCmd() *cobra.Command {
+	var o bench.RedoOptions
+	c := &cobra.Command{
+		Use:   "redo",
+		Short: "innodb_log_writer_threads ON and OFF, with the binlog on and off, by concurrency, for an update-heavy and a read-write workload (seed 001)",
+		RunE: func(c *cobra.Command, _ []string) error {
+			d, err := dsn()
+			if err != nil {
+				return err
+			}
+			o.DSN, o.Out = d, c.OutOrStdout()
+			return bench.Redo(c.Context(), o)
+		},
+	}
+	c.Flags().IntVar(&o.Rows, "rows", 1_000_000, "rows in sbtest1")
+	c.Flags().DurationVar(&o.Seconds, "seconds", 10*time.Second, "each point's run")
+	c.Flags().IntSliceVar(&o.Concurrency, "clients", nil, "client counts (default 1, 2, 4, ... up to 4x the server's processors)")
+	c.Flags().StringVar(&o.BinlogOff, "binlog-off", "", `command restarting the server without its binlog, e.g. "SLUICE_SANDBOX_BINLOG=off scripts/sandbox.sh up" ("": the current mode only)`)
+	c.Flags().StringVar(&o.BinlogOn, "binlog-on", "", `command restarting it with the binlog, e.g. "scripts/sandbox.sh up"`)
+	c.Flags().StringVar(&o.Replicas, "replicas", "", `command managing the sandbox's replicas: down during the runs, put back at the end ("": leave them alone)`)
+	c.Flags().StringVar(&o.ReportDir, "report-dir", "bench/out", "write redo.json, .txt and .html here (\"\": none)")
 	return c
 }
 
