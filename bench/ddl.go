@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	rpt "github.com/sluicedb/sluice/bench/report"
 	"github.com/sluicedb/sluice/internal/ddl"
 	"github.com/sluicedb/sluice/internal/plan"
 )
@@ -24,6 +26,8 @@ type DDLOptions struct {
 	Reads   []int   // innodb_parallel_read_threads values
 	Repeat  int     // fresh runs of the planner's choice and of the sweep's three fastest settings
 	Out     io.Writer
+	// ReportDir receives ddl.json, .txt and .html ("": none).
+	ReportDir string
 }
 
 type ddlRun struct {
@@ -51,6 +55,14 @@ func DDLSweep(ctx context.Context, o DDLOptions) error {
 	if o.Repeat <= 0 {
 		o.Repeat = 3
 	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	started := time.Now()
+	var text bytes.Buffer
+	o.Out = io.MultiWriter(o.Out, &text)
+	var charts []rpt.Chart
+	var raw []ddlRaw
 	s, err := Connect(ctx, o.DSN)
 	if err != nil {
 		return err
@@ -198,11 +210,73 @@ func DDLSweep(ctx context.Context, o DDLOptions) error {
 			fmt.Fprintf(o.Out, "%-8d %-12s %-8d %-10s %-14s %-12s %s\n", r.d.Threads, size(r.d.BufferBytes), r.d.ReadThreads,
 				r.sweep.Round(time.Millisecond), again, size(r.peak), mark)
 		}
+		charts = append(charts, ddlChart(set.name, runs, chosen, best))
+		raw = append(raw, ddlRaws(set.name, runs, best)...)
 		gap := float64(chosen.median()-best.median()) / float64(best.median()) * 100
 		fmt.Fprintf(o.Out, "planner: %s, %.0f%% slower than the fastest setting (medians of %d fresh runs each); peak DDL memory %s, announced at most %s\n",
 			chosen.median().Round(time.Millisecond), gap, o.Repeat, size(chosen.peak), size(p.Estimate.DDLMemory))
 	}
+	if o.ReportDir == "" {
+		return nil
+	}
+	r := rpt.Report{Name: "ddl", Title: "Parallel index builds: time and memory by setting", Started: started,
+		Server: s.serverVersion(ctx), Text: text.String(), Charts: charts, Raw: raw}
+	paths, err := r.Write(o.ReportDir)
+	if err != nil {
+		return err
+	}
+	logf("report: %s", paths[len(paths)-1])
 	return nil
+}
+
+// ddlRaw is one setting's builds as the report's JSON holds them.
+type ddlRaw struct {
+	Set         string    `json:"indexes"`
+	Threads     int       `json:"innodb_ddl_threads"`
+	Buffer      int64     `json:"innodb_ddl_buffer_size"`
+	Reads       int       `json:"innodb_parallel_read_threads"`
+	Sweep       float64   `json:"sweep_seconds"`
+	Again       []float64 `json:"fresh_seconds,omitempty"`
+	PeakBytes   int64     `json:"peak_ddl_memory_bytes"`
+	Planned     bool      `json:"planner_choice,omitempty"`
+	FastestSeen bool      `json:"fastest,omitempty"`
+}
+
+func ddlRaws(set string, runs []*ddlRun, best *ddlRun) []ddlRaw {
+	var out []ddlRaw
+	for _, r := range runs {
+		d := ddlRaw{Set: set, Threads: r.d.Threads, Buffer: r.d.BufferBytes, Reads: r.d.ReadThreads, Sweep: r.sweep.Seconds(),
+			PeakBytes: r.peak, Planned: r.planned, FastestSeen: r == best}
+		for _, t := range r.again {
+			d.Again = append(d.Again, t.Seconds())
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// ddlChart draws every setting's build as a point of time against peak DDL
+// memory: the sweep's, the planner's choice and the fastest of the fresh
+// runs each in a colour of its own.
+func ddlChart(set string, runs []*ddlRun, chosen, best *ddlRun) rpt.Chart {
+	c := rpt.Chart{Title: "Index build: " + set, X: "peak DDL memory (MiB)", Y: "seconds (the sweep's build)"}
+	sweep := rpt.Series{Name: "a setting of the sweep", Dots: true}
+	planner := rpt.Series{Name: fmt.Sprintf("planner's choice (%d threads, %s, %d readers)", chosen.d.Threads, size(chosen.d.BufferBytes), chosen.d.ReadThreads), Dots: true}
+	fastest := rpt.Series{Name: fmt.Sprintf("fastest in fresh runs (%d threads, %s, %d readers)", best.d.Threads, size(best.d.BufferBytes), best.d.ReadThreads), Dots: true}
+	for _, r := range runs {
+		x, y := float64(r.peak)/(1<<20), r.sweep.Seconds()
+		switch {
+		case r == chosen:
+			planner.X, planner.Y = append(planner.X, x), append(planner.Y, y)
+		case r == best:
+			fastest.X, fastest.Y = append(fastest.X, x), append(fastest.Y, y)
+		default:
+			sweep.X, sweep.Y = append(sweep.X, x), append(sweep.Y, y)
+		}
+	}
+	c.Lines = []rpt.Series{sweep, planner, fastest}
+	c.Note = "Each point is one setting (innodb_ddl_threads, innodb_ddl_buffer_size, innodb_parallel_read_threads): lower is faster, further left uses less memory. When the planner's choice is the fastest, it is drawn as the planner's."
+	return c
 }
 
 func size(n int64) string {

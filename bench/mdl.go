@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	rpt "github.com/sluicedb/sluice/bench/report"
 	"github.com/sluicedb/sluice/internal/dbconn"
 )
 
@@ -31,6 +33,8 @@ type MDLOptions struct {
 	Blocker time.Duration // how long the blocking SELECT sleeps (default 100s)
 	Readers int           // reader sessions (default 8)
 	Out     io.Writer
+	// ReportDir receives mdl.json, .txt and .html ("": none).
+	ReportDir string
 }
 
 const (
@@ -65,6 +69,7 @@ func MDL(ctx context.Context, o MDLOptions) error {
 	if o.Readers <= 0 {
 		o.Readers = 8
 	}
+	started := time.Now()
 	s, err := Connect(ctx, o.DSN)
 	if err != nil {
 		return err
@@ -131,8 +136,59 @@ func MDL(ctx context.Context, o MDLOptions) error {
 	if o.GhOst == "" {
 		logf("gh-ost is not installed here; pass --gh-ost to include it")
 	}
-	mdlReport(o.Out, o, results)
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	var text bytes.Buffer
+	mdlReport(io.MultiWriter(o.Out, &text), o, results)
+	if o.ReportDir == "" {
+		return nil
+	}
+	r := rpt.Report{Name: "mdl", Title: "The metadata-lock trap: what each tool does to the readers of a held table", Started: started,
+		Server: s.serverVersion(ctx), Text: text.String(), Charts: mdlCharts(results), Raw: mdlRaws(results)}
+	paths, err := r.Write(o.ReportDir)
+	if err != nil {
+		return err
+	}
+	logf("report: %s", paths[len(paths)-1])
 	return nil
+}
+
+// mdlRaw is one tool's scenario as the report's JSON holds it.
+type mdlRaw struct {
+	Tool          string  `json:"tool"`
+	Outcome       string  `json:"outcome"`
+	Seconds       float64 `json:"seconds"`
+	WorstReader   float64 `json:"worst_reader_seconds"`
+	Slow          int64   `json:"reader_queries_over_1_5s"`
+	Failed        int64   `json:"reader_queries_failed"`
+	Queries       int64   `json:"reader_queries"`
+	MaxQueued     int     `json:"most_queued_at_once"`
+	QueuedSeconds float64 `json:"queued_reader_seconds"`
+}
+
+func mdlRaws(rs []mdlResult) []mdlRaw {
+	out := make([]mdlRaw, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, mdlRaw{r.tool, r.outcome, r.took.Seconds(), r.worst.Seconds(), r.slow, r.failed, r.queries, r.maxQueued, r.queuedSec})
+	}
+	return out
+}
+
+// mdlCharts draws each tool's worst reader latency and the readers it
+// queued at once, one bar a tool.
+func mdlCharts(rs []mdlResult) []rpt.Chart {
+	worst := &rpt.Bars{Groups: []string{"worst reader latency (s)"}}
+	queued := &rpt.Bars{Groups: []string{"most readers queued at once"}}
+	for _, r := range rs {
+		worst.Series = append(worst.Series, rpt.BarSeries{Name: r.tool, Values: []float64{r.worst.Seconds()}})
+		queued.Series = append(queued.Series, rpt.BarSeries{Name: r.tool, Values: []float64{float64(r.maxQueued)}})
+	}
+	return []rpt.Chart{
+		{Title: "Slowest reader query while a long SELECT holds the table", Y: "seconds", Bars: worst,
+			Note: "A tool whose lock request waits behind the long SELECT queues every reader behind it: their latency grows to the SELECT's length."},
+		{Title: "Readers queued behind the metadata lock at once", Y: "queries", Bars: queued},
+	}
 }
 
 // command runs a peer or sluice, with the password (if any) in the

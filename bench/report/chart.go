@@ -92,6 +92,16 @@ func (c Chart) lines(p *plot.Plot) error {
 		if len(xys) == 0 {
 			continue
 		}
+		if s.Dots {
+			sc, err := plotter.NewScatter(xys)
+			if err != nil {
+				return err
+			}
+			sc.Color, sc.Radius, sc.Shape = Colour(i), vg.Points(3.5), draw.CircleGlyph{}
+			p.Add(sc)
+			p.Legend.Add(s.Name, sc)
+			continue
+		}
 		l, err := plotter.NewLine(xys)
 		if err != nil {
 			return err

@@ -54,6 +54,8 @@ type Series struct {
 	Name string    `json:"name"`
 	X    []float64 `json:"x"`
 	Y    []float64 `json:"y"`
+	// Dots draws the points alone, unjoined (one point a setting).
+	Dots bool `json:"dots,omitempty"`
 }
 
 // Mark is a labelled vertical line across a line chart (an ALTER's start).

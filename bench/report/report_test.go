@@ -163,7 +163,7 @@ func TestGeneratedChartsDraw(t *testing.T) {
 					y[i] = 0
 				}
 			}
-			lines = append(lines, Series{Name: fmt.Sprintf("s%d", s), X: x, Y: y})
+			lines = append(lines, Series{Name: fmt.Sprintf("s%d", s), X: x, Y: y, Dots: rng.IntN(3) == 0})
 		}
 		c := Chart{Title: "lines", X: "x", Y: "y", Lines: lines, LogY: rng.IntN(2) == 0}
 		if rng.IntN(3) == 0 {
@@ -176,7 +176,11 @@ func TestGeneratedChartsDraw(t *testing.T) {
 		}
 		for i, s := range lines {
 			positive := slices.ContainsFunc(s.Y, func(v float64) bool { return v > 0 })
-			if (positive || len(s.X) > 0 && !c.LogY) && !strings.Contains(string(svg), "stroke:"+hex(i)) {
+			drawn := "stroke:" + hex(i)
+			if s.Dots {
+				drawn = "fill:" + hex(i)
+			}
+			if (positive || len(s.X) > 0 && !c.LogY) && !strings.Contains(string(svg), drawn) {
 				t.Errorf("round %d (seed %d): series %d with %d points not drawn", round, seed, i, len(s.X))
 			}
 		}

@@ -73,6 +73,7 @@ func ddlCmd() *cobra.Command {
 		},
 	}
 	c.Flags().IntVar(&o.Rows, "rows", 1_000_000, "sysbench table size")
+	c.Flags().StringVar(&o.ReportDir, "report-dir", "bench/out", "write ddl.json, .txt and .html here (\"\": none)")
 	c.Flags().IntSliceVar(&o.Threads, "ddl-threads", o.Threads, "innodb_ddl_threads values")
 	c.Flags().Int64SliceVar(&o.Buffers, "ddl-buffer-sizes", o.Buffers, "innodb_ddl_buffer_size values, bytes")
 	c.Flags().IntSliceVar(&o.Reads, "read-threads", o.Reads, "innodb_parallel_read_threads values")
@@ -139,6 +140,7 @@ func mdlCmd() *cobra.Command {
 	c.Flags().StringVar(&o.Sluice, "sluice", "", "sluice binary (default: beside sluice-bench)")
 	c.Flags().StringVar(&o.PtOsc, "pt-osc", "", `command running pt-online-schema-change, e.g. "scripts/sandbox.sh pt-osc" ("": leave the peer out)`)
 	c.Flags().StringVar(&o.GhOst, "gh-ost", "", `command running gh-ost ("": leave the peer out)`)
+	c.Flags().StringVar(&o.ReportDir, "report-dir", "bench/out", "write mdl.json, .txt and .html here (\"\": none)")
 	return c
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicedb/sluice/internal/plan"
 )
 
 // TestRaceCharts: the bars are each ALTER's median multiple of F at each
@@ -175,5 +177,45 @@ func TestRedoCharts(t *testing.T) {
 		if _, err := c.SVG(); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestDDLChart: every setting is one point, the planner's and the fastest
+// in series of their own.
+func TestDDLChart(t *testing.T) {
+	mk := func(th int, peak int64, sweep time.Duration) *ddlRun {
+		return &ddlRun{d: plan.DDL{Threads: th, BufferBytes: 1 << 20, ReadThreads: th}, peak: peak, sweep: sweep}
+	}
+	runs := []*ddlRun{mk(1, 1<<20, 3*time.Second), mk(2, 2<<20, 2*time.Second), mk(4, 4<<20, time.Second)}
+	c := ddlChart("one index", runs, runs[1], runs[2])
+	if len(c.Lines) != 3 || len(c.Lines[0].X) != 1 || c.Lines[1].Y[0] != 2 || c.Lines[2].X[0] != 4 || !c.Lines[0].Dots {
+		t.Errorf("ddl chart: %+v", c.Lines)
+	}
+	same := ddlChart("one index", runs, runs[2], runs[2])
+	if len(same.Lines[2].X) != 0 || len(same.Lines[1].X) != 1 || len(same.Lines[0].X) != 2 {
+		t.Errorf("planner's choice is the fastest: %+v", same.Lines)
+	}
+	if raws := ddlRaws("one index", runs, runs[2]); len(raws) != 3 || !raws[2].FastestSeen || raws[0].Sweep != 3 {
+		t.Errorf("raw: %+v", raws)
+	}
+	if _, err := c.SVG(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestMDLCharts: a bar a tool in each chart, its figure as measured.
+func TestMDLCharts(t *testing.T) {
+	rs := []mdlResult{{tool: "native", worst: 100 * time.Second, maxQueued: 8}, {tool: "sluice", worst: 20 * time.Millisecond}}
+	cs := mdlCharts(rs)
+	if len(cs) != 2 || len(cs[0].Bars.Series) != 2 || cs[0].Bars.Series[0].Values[0] != 100 || cs[1].Bars.Series[0].Values[0] != 8 || cs[1].Bars.Series[1].Values[0] != 0 {
+		t.Errorf("mdl charts: %+v %+v", cs[0].Bars, cs[1].Bars)
+	}
+	for _, c := range cs {
+		if _, err := c.SVG(); err != nil {
+			t.Error(err)
+		}
+	}
+	if raw := mdlRaws(rs); raw[0].WorstReader != 100 || raw[1].Tool != "sluice" {
+		t.Errorf("raw: %+v", raw)
 	}
 }
