@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -22,7 +20,8 @@ type AvailabilityOptions struct {
 	DSN    string
 	Sluice string // sluice binary
 	PtOsc  string // command running pt-online-schema-change ("": left out)
-	GhOst  string // command running gh-ost ("": left out)
+	GhOst  string // command running gh-ost ("": on PATH, if any; "none": left out)
+	Spirit string // command running spirit (likewise)
 	Rows   int    // sbtest1's rows (default 1,000,000)
 	// Threads are the load's clients (default 16); Rate its transactions
 	// a second (0: Load times the capacity measured first).
@@ -168,16 +167,15 @@ func (s *Server) availTools(o AvailabilityOptions) []availTool {
 	} else {
 		logf("availability: no --pt-osc: pt-online-schema-change is left out")
 	}
-	if o.GhOst != "" {
+	if gh := findPeer(o.GhOst, "gh-ost"); gh != "" {
 		tools = append(tools, availTool{"gh-ost", func(ctx context.Context, alter string) error {
-			parts := strings.Fields(o.GhOst)
-			args := append(parts[1:], "--host="+s.Conn.Host, "--port="+strconv.Itoa(s.Conn.Port), "--user="+s.Conn.User,
-				"--database="+benchDB, "--table=sbtest1", "--alter="+alter, "--allow-on-master", "--initially-drop-ghost-table",
-				"--initially-drop-old-table", "--ok-to-drop-table", "--execute")
-			return s.command(ctx, parts[0], args...)
+			return s.runGhOst(ctx, gh, benchDB, "sbtest1", alter)
 		}})
-	} else {
-		logf("availability: no --gh-ost: gh-ost is left out")
+	}
+	if sp := findPeer(o.Spirit, "spirit"); sp != "" {
+		tools = append(tools, availTool{"spirit", func(ctx context.Context, alter string) error {
+			return s.runSpirit(ctx, sp, benchDB, "sbtest1", alter)
+		}})
 	}
 	return tools
 }

@@ -41,6 +41,12 @@ type Options struct {
 	// PtOsc is the command that runs pt-online-schema-change ("" skips the
 	// peer), e.g. "scripts/sandbox.sh pt-osc".
 	PtOsc string
+	// GhOst and Spirit are the commands running gh-ost and spirit ("":
+	// the binary on PATH, if any; "none": left out).
+	GhOst, Spirit string
+	// Limit stops an ALTER that has not finished by then (0: none); it is
+	// reported as not finished.
+	Limit time.Duration
 	// Replicas is the command that manages the sandbox's replicas
 	// ("CMD down", "CMD reset", "CMD up 1", "CMD status"), e.g.
 	// "scripts/sandbox.sh replicas". With it the other rounds run with the
@@ -199,6 +205,7 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	o.GhOst, o.Spirit = findPeer(o.GhOst, "gh-ost"), findPeer(o.Spirit, "spirit")
 	if o.PtOsc != "" {
 		// Untimed first call: the peer may install itself on first use.
 		if err := s.runPtOscArgs(ctx, o.PtOsc, "--version"); err != nil {
@@ -344,6 +351,16 @@ func (b *benchRun) steps(load string, natives []step, sluiceAlter, name string) 
 	if o.PtOsc != "" && !o.SluiceOnly {
 		out = append(out, step{name: "pt-online-schema-change " + name, load: load, op: b.ptosc(sluiceAlter)})
 	}
+	if o.GhOst != "" && !o.SluiceOnly {
+		out = append(out, step{name: "gh-ost " + name, load: load, op: func(ctx context.Context) (opResult, error) {
+			return opResult{}, b.s.runGhOst(ctx, o.GhOst, benchDB, "sbtest1", sluiceAlter)
+		}})
+	}
+	if o.Spirit != "" && !o.SluiceOnly {
+		out = append(out, step{name: "spirit " + name, load: load, op: func(ctx context.Context) (opResult, error) {
+			return opResult{}, b.s.runSpirit(ctx, o.Spirit, benchDB, "sbtest1", sluiceAlter)
+		}})
+	}
 	return out
 }
 
@@ -404,8 +421,19 @@ func (b *benchRun) timed(ctx context.Context, st step, rate float64) error {
 		dl = WatchDeadlocks(ctx, s.DB, toolMarkers(table)...)
 	}
 	start := time.Now()
-	out, err := st.op(ctx)
+	opCtx, cancel := ctx, context.CancelFunc(func() {})
+	if o.Limit > 0 {
+		opCtx, cancel = context.WithTimeout(ctx, o.Limit)
+	}
+	out, err := st.op(opCtx)
+	cancel()
 	end := time.Now()
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil && opCtx.Err() != nil {
+		err = fmt.Errorf("did not finish in %s", o.Limit)
+	}
 	r.wall, r.rssMB, r.phases, r.catchUp, r.toolReplicas, r.eta = end.Sub(start), out.rssMB, out.phases, out.catchUp, out.replicas, out.eta
 	if r.eta != nil {
 		logf("  copy ETA error: %+.0f%% at 1/4 of the rows, %+.0f%% at 1/2", r.eta[0]*100, r.eta[1]*100)

@@ -28,7 +28,8 @@ type MDLOptions struct {
 	DSN     string
 	Sluice  string        // path of the sluice binary
 	PtOsc   string        // command running pt-online-schema-change ("": left out)
-	GhOst   string        // command running gh-ost ("": left out)
+	GhOst   string        // command running gh-ost ("": on PATH, if any; "none": left out)
+	Spirit  string        // command running spirit (likewise)
 	Rows    int           // rows in the table (default 200,000)
 	Blocker time.Duration // how long the blocking SELECT sleeps (default 100s)
 	Readers int           // reader sessions (default 8)
@@ -114,12 +115,14 @@ func MDL(ctx context.Context, o MDLOptions) error {
 			return s.runPtOscArgs(ctx, o.PtOsc, "--execute", "--alter", mdlAlter, "--recursion-method=none", "--no-check-alter", dsn)
 		}})
 	}
-	if o.GhOst != "" {
+	if gh := findPeer(o.GhOst, "gh-ost"); gh != "" {
 		tools = append(tools, tool{"gh-ost (its defaults)", func(ctx context.Context) error {
-			parts := strings.Fields(o.GhOst)
-			args := append(parts[1:], "--host="+s.Conn.Host, "--port="+strconv.Itoa(s.Conn.Port), "--user="+s.Conn.User,
-				"--database="+mdlDB, "--table=t", "--alter="+mdlAlter, "--allow-on-master", "--execute")
-			return s.command(ctx, parts[0], args...)
+			return s.runGhOst(ctx, gh, mdlDB, "t", mdlAlter)
+		}})
+	}
+	if sp := findPeer(o.Spirit, "spirit"); sp != "" {
+		tools = append(tools, tool{"spirit (its defaults)", func(ctx context.Context) error {
+			return s.runSpirit(ctx, sp, mdlDB, "t", mdlAlter)
 		}})
 	}
 	var results []mdlResult
@@ -132,9 +135,6 @@ func MDL(ctx context.Context, o MDLOptions) error {
 		r.tool = t.name
 		logf("  %s in %s; worst reader %s", r.outcome, r.took.Round(time.Millisecond), r.worst.Round(time.Millisecond))
 		results = append(results, r)
-	}
-	if o.GhOst == "" {
-		logf("gh-ost is not installed here; pass --gh-ost to include it")
 	}
 	if o.Out == nil {
 		o.Out = os.Stdout

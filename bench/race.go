@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	rpt "github.com/sluicedb/sluice/bench/report"
@@ -80,6 +81,9 @@ func raceCharts(rs []result) []rpt.Chart {
 			switch {
 			case s.wall == 0:
 				bs.Missing[i] = "failed"
+				if len(s.failures) > 0 && strings.HasPrefix(s.failures[0], "did not finish") {
+					bs.Missing[i] = s.failures[0]
+				}
 			case s.x > 0:
 				bs.Values[i] = s.x
 			default:

@@ -114,6 +114,9 @@ func runCmd() *cobra.Command {
 	c.Flags().BoolVar(&o.SkipKeys, "skip-keys", false, "leave out the key-type round (sluice on composite-key and string-key tables beside sbtest1, idle and under the bench's own load)")
 	c.Flags().BoolVar(&o.SkipSysbench, "skip-sysbench-rounds", false, "leave out the sysbench rounds of sbtest1 without a replica (idle, load, unthrottled): only the key-type and replica rounds (the load's capacity is still measured)")
 	c.Flags().DurationVar(&o.MaxLag, "max-lag", time.Second, "the replica round's maximum replica lag for sluice (--max-lag) and pt-online-schema-change (whole seconds)")
+	c.Flags().StringVar(&o.GhOst, "gh-ost", "", `command running gh-ost ("": gh-ost on PATH, if any; "none": leave it out)`)
+	c.Flags().StringVar(&o.Spirit, "spirit", "", `command running spirit ("": spirit on PATH, if any; "none": leave it out)`)
+	c.Flags().DurationVar(&o.Limit, "limit", 20*time.Minute, "stop an ALTER that has not finished by then; it is reported as not finished")
 	c.Flags().StringVar(&o.ReportDir, "report-dir", "bench/out", "write the run's report here: race.json (raw results), race.txt and race.html (charts) (\"\": none)")
 	c.Flags().StringArrayVar(&o.Variants, "variant", nil, `also time sluice with these flags, beside the default, in the same run (repeatable), e.g. --variant "--threads=4"`)
 	return c
@@ -139,7 +142,8 @@ func mdlCmd() *cobra.Command {
 	c.Flags().IntVar(&o.Readers, "readers", 8, "reader sessions")
 	c.Flags().StringVar(&o.Sluice, "sluice", "", "sluice binary (default: beside sluice-bench)")
 	c.Flags().StringVar(&o.PtOsc, "pt-osc", "", `command running pt-online-schema-change, e.g. "scripts/sandbox.sh pt-osc" ("": leave the peer out)`)
-	c.Flags().StringVar(&o.GhOst, "gh-ost", "", `command running gh-ost ("": leave the peer out)`)
+	c.Flags().StringVar(&o.GhOst, "gh-ost", "", `command running gh-ost ("": gh-ost on PATH, if any; "none": leave it out)`)
+	c.Flags().StringVar(&o.Spirit, "spirit", "", `command running spirit ("": spirit on PATH, if any; "none": leave it out)`)
 	c.Flags().StringVar(&o.ReportDir, "report-dir", "bench/out", "write mdl.json, .txt and .html here (\"\": none)")
 	return c
 }
@@ -167,7 +171,8 @@ func availabilityCmd() *cobra.Command {
 	c.Flags().DurationVar(&o.Limit, "limit", 10*time.Minute, "stop a tool that has not finished by then; it is reported as not finished")
 	c.Flags().StringVar(&o.Sluice, "sluice", "", "sluice binary (default: beside sluice-bench)")
 	c.Flags().StringVar(&o.PtOsc, "pt-osc", "", `command running pt-online-schema-change, e.g. "scripts/sandbox.sh pt-osc" ("": leave the peer out)`)
-	c.Flags().StringVar(&o.GhOst, "gh-ost", "", `command running gh-ost ("": leave the peer out)`)
+	c.Flags().StringVar(&o.GhOst, "gh-ost", "", `command running gh-ost ("": gh-ost on PATH, if any; "none": leave it out)`)
+	c.Flags().StringVar(&o.Spirit, "spirit", "", `command running spirit ("": spirit on PATH, if any; "none": leave it out)`)
 	c.Flags().StringVar(&o.ReportDir, "report-dir", "bench/out", "write availability.json, .txt and .html here (\"\": none)")
 	return c
 }
