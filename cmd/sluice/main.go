@@ -67,7 +67,7 @@ func newRoot() *cobra.Command {
 		}
 		return pprof.StartCPUProfile(f)
 	}
-	root.AddCommand(newMigrate(), newPlan(), newAdvise(), newCutover(), newCtl(), newVersion())
+	root.AddCommand(newMigrate(), newPlan(), newAdvise(), newCutover(), newCtl(), newVersion(), newReference())
 	return root
 }
 
