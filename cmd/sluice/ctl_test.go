@@ -127,8 +127,15 @@ func TestControlSocket(t *testing.T) {
 		m.rows[id] = fmt.Sprintf("v%d", id)
 	}
 	socket := filepath.Join(t.TempDir(), "run.sock")
+	// The copy waits on the throttle flag until the test has paused it: a
+	// fast server (or slow ctl calls under the race detector) would
+	// otherwise copy most rows before the first pause.
+	hold := filepath.Join(t.TempDir(), "hold")
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	args := append(target(db, "big"), "--alter", "ADD COLUMN x INT", "--method", "copy", "--threads", "4", "--chunk-time", "10ms",
-		"--control-socket", socket, "--replica-discovery=false")
+		"--control-socket", socket, "--replica-discovery=false", "--throttle-flag-file", hold)
 	args = slices.DeleteFunc(args, func(s string) bool { return s == "--quiet" })
 	cmd := exec.Command(binary, args...)
 	var outBuf, errBuf testdb.SyncBuffer
@@ -161,6 +168,9 @@ func TestControlSocket(t *testing.T) {
 	// A true pause: nothing is written to the shadow while the writers go on.
 	if r := ctl(t, socket, "pause"); r.code != 0 || !strings.Contains(r.stdout, "paused during copy") {
 		t.Fatalf("ctl pause: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	if err := os.Remove(hold); err != nil { // from here only the pause holds the copy
+		t.Fatal(err)
 	}
 	if r := ctl(t, socket, "postpone"); r.code != 0 || !strings.Contains(r.stdout, "postponed") {
 		t.Fatalf("ctl postpone: exit %d: %s%s", r.code, r.stdout, r.stderr)
@@ -204,14 +214,18 @@ func TestControlSocket(t *testing.T) {
 	if r := ctl(t, socket, "pause"); r.code != 0 {
 		t.Fatalf("pause: %s", r.stderr)
 	}
-	if r := ctl(t, socket, "set", "threads=4"); r.code != 0 {
-		t.Fatalf("set threads=4: %s", r.stderr)
+	// Long chunks now: four 2 ms statements rarely overlap in a sample of
+	// the process list, and a fast server's copy would be over first.
+	for _, set := range []string{"threads=4", "chunk-time=100ms"} {
+		if r := ctl(t, socket, "set", set); r.code != 0 {
+			t.Fatalf("set %s: %s", set, r.stderr)
+		}
 	}
 	if r := ctl(t, socket, "resume"); r.code != 0 {
 		t.Fatalf("resume: %s", r.stderr)
 	}
 	four := copying(t, db, 1500*time.Millisecond, 2)
-	if ph := ctlStatus(t, socket)["phase"]; ph != "copy" {
+	if ph := ctlStatus(t, socket)["phase"]; four < 2 && ph != "copy" {
 		t.Fatalf("the copy ended while threads were measured (phase %v); the test proves nothing", ph)
 	}
 	if one != 1 || four < 2 {
