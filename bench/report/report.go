@@ -1,8 +1,8 @@
-// Package report writes what one benchmark measured three ways, side by
-// side in one directory: the raw results as JSON (<name>.json), the text
-// summary the benchmark printed (<name>.txt) and a self-contained HTML page
-// (<name>.html) whose charts are inline SVG drawn by gonum/plot, so that the
-// page needs no network and no script to be read.
+// Package report writes what one benchmark measured, side by side in one
+// directory: the raw results as JSON (<name>.json), the text summary the
+// benchmark printed (<name>.txt), a self-contained HTML page (<name>.html)
+// whose charts are inline SVG drawn by gonum/plot, so that the page needs no
+// network and no script to be read, and each chart alone (<name>-N.svg).
 //
 // It knows nothing of how a benchmark ran: a benchmark hands it a Report,
 // its figures already measured.
@@ -82,8 +82,8 @@ type BarSeries struct {
 
 var stem = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
-// Write writes dir/<Name>.json, .txt and .html, creating dir, and returns
-// the paths written. It fails, writing nothing, on a Report that cannot be
+// Write writes dir/<Name>.json, .txt, -N.svg and .html, creating dir, and
+// returns the paths written, the page last. It fails, writing nothing, on a Report that cannot be
 // drawn: a bad name, a chart with both lines and bars or with neither, a
 // series whose X and Y differ in length.
 func (r Report) Write(dir string) ([]string, error) {
@@ -101,11 +101,21 @@ func (r Report) Write(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	var paths []string
-	for _, f := range []struct {
+	type file struct {
 		ext  string
 		data []byte
-	}{{".json", raw}, {".txt", []byte(r.Text)}, {".html", page}} {
+	}
+	files := []file{{".json", raw}, {".txt", []byte(r.Text)}}
+	for i, c := range r.Charts { // each chart alone too, to embed elsewhere
+		svg, err := c.SVG()
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, file{fmt.Sprintf("-%d.svg", i+1), svg})
+	}
+	files = append(files, file{".html", page})
+	var paths []string
+	for _, f := range files {
 		p := filepath.Join(dir, r.Name+f.ext)
 		if err := os.WriteFile(p, f.data, 0o644); err != nil {
 			return paths, err

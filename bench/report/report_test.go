@@ -52,8 +52,11 @@ func TestWriteThreeFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(paths) != 3 {
+	if len(paths) != 5 || !strings.HasSuffix(paths[4], "sample.html") || !strings.HasSuffix(paths[3], "sample-2.svg") {
 		t.Fatalf("wrote %v", paths)
+	}
+	if svg, _ := os.ReadFile(filepath.Join(dir, "sample-1.svg")); !strings.Contains(string(svg), "stroke:"+hex(1)) {
+		t.Errorf("sample-1.svg does not draw the throughput chart's second line")
 	}
 	page, _ := os.ReadFile(filepath.Join(dir, "sample.html"))
 	html := string(page)
