@@ -120,17 +120,8 @@ func Availability(ctx context.Context, o AvailabilityOptions) error {
 	}
 	var text bytes.Buffer
 	availReport(io.MultiWriter(o.Out, &text), o, runs)
-	if o.ReportDir == "" {
-		return nil
-	}
-	r := rpt.Report{Name: "availability", Title: "Write availability during a column widening", Started: started,
-		Server: s.serverVersion(ctx), Text: text.String(), Charts: availCharts(runs, tools), Raw: runs}
-	paths, err := r.Write(o.ReportDir)
-	if err != nil {
-		return err
-	}
-	logf("report: %s", paths[len(paths)-1])
-	return nil
+	return saveReport(o.ReportDir, rpt.Report{Name: "availability", Title: "Write availability during a column widening", Started: started,
+		Server: s.serverVersion(ctx), Text: text.String(), Charts: availCharts(runs, tools), Raw: runs})
 }
 
 type availTool struct {
@@ -143,16 +134,7 @@ type availTool struct {
 func (s *Server) availTools(o AvailabilityOptions) []availTool {
 	tools := []availTool{
 		{"native ALTER", func(ctx context.Context, alter string) error {
-			conn, err := s.DB.Conn(ctx)
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = @@global.lock_wait_timeout"); err != nil {
-				return err
-			}
-			_, err = conn.ExecContext(ctx, "ALTER TABLE "+benchDB+".sbtest1 "+alter)
-			return err
+			return s.dbaAlter(ctx, benchDB+".sbtest1", alter)
 		}},
 		{"sluice", func(ctx context.Context, alter string) error {
 			_, err := s.runSluiceOn(ctx, o.Sluice, "sbtest1", alter, []string{"--replica-discovery=false"}, false)

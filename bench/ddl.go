@@ -216,17 +216,8 @@ func DDLSweep(ctx context.Context, o DDLOptions) error {
 		fmt.Fprintf(o.Out, "planner: %s, %.0f%% slower than the fastest setting (medians of %d fresh runs each); peak DDL memory %s, announced at most %s\n",
 			chosen.median().Round(time.Millisecond), gap, o.Repeat, size(chosen.peak), size(p.Estimate.DDLMemory))
 	}
-	if o.ReportDir == "" {
-		return nil
-	}
-	r := rpt.Report{Name: "ddl", Title: "Parallel index builds: time and memory by setting", Started: started,
-		Server: s.serverVersion(ctx), Text: text.String(), Charts: charts, Raw: raw}
-	paths, err := r.Write(o.ReportDir)
-	if err != nil {
-		return err
-	}
-	logf("report: %s", paths[len(paths)-1])
-	return nil
+	return saveReport(o.ReportDir, rpt.Report{Name: "ddl", Title: "Parallel index builds: time and memory by setting", Started: started,
+		Server: s.serverVersion(ctx), Text: text.String(), Charts: charts, Raw: raw})
 }
 
 // ddlRaw is one setting's builds as the report's JSON holds them.

@@ -85,19 +85,7 @@ func MDL(ctx context.Context, o MDLOptions) error {
 	}
 	tools := []tool{
 		{"native ALTER TABLE (server's lock_wait_timeout)", func(ctx context.Context) error {
-			// A DBA's session: the server's lock_wait_timeout (a year by
-			// default), not the bench pool's.
-			conn, err := s.DB.Conn(ctx)
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = @@global.lock_wait_timeout"); err != nil {
-				return err
-			}
-			_, err = conn.ExecContext(ctx, "ALTER TABLE "+mdlDB+".t "+mdlAlter)
-			conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION lock_wait_timeout = 30")
-			return err
+			return s.dbaAlter(ctx, mdlDB+".t", mdlAlter)
 		}},
 		{"sluice (INSTANT path, --kill-blockers=never)", func(ctx context.Context) error {
 			return s.command(ctx, o.Sluice, append([]string{"migrate"}, target...)...)
@@ -141,17 +129,8 @@ func MDL(ctx context.Context, o MDLOptions) error {
 	}
 	var text bytes.Buffer
 	mdlReport(io.MultiWriter(o.Out, &text), o, results)
-	if o.ReportDir == "" {
-		return nil
-	}
-	r := rpt.Report{Name: "mdl", Title: "The metadata-lock trap: what each tool does to the readers of a held table", Started: started,
-		Server: s.serverVersion(ctx), Text: text.String(), Charts: mdlCharts(results), Raw: mdlRaws(results)}
-	paths, err := r.Write(o.ReportDir)
-	if err != nil {
-		return err
-	}
-	logf("report: %s", paths[len(paths)-1])
-	return nil
+	return saveReport(o.ReportDir, rpt.Report{Name: "mdl", Title: "The metadata-lock trap: what each tool does to the readers of a held table", Started: started,
+		Server: s.serverVersion(ctx), Text: text.String(), Charts: mdlCharts(results), Raw: mdlRaws(results)})
 }
 
 // mdlRaw is one tool's scenario as the report's JSON holds it.

@@ -150,24 +150,44 @@ func (s *Server) serverVersion(ctx context.Context) string {
 	return v
 }
 
-// writeReport writes the run's report (race.json, .txt, .html) to
+// writeReport writes the run's report (race.json, .txt, -N.svg, .html) to
 // o.ReportDir, "" writing none: text is what the run printed.
 func (b *benchRun) writeReport(ctx context.Context, started time.Time, text string) error {
-	if b.o.ReportDir == "" {
-		return nil
-	}
 	var sysbench []result
 	for _, r := range b.results {
 		if r.round == "" {
 			sysbench = append(sysbench, r)
 		}
 	}
-	r := rpt.Report{Name: "race", Title: "sluice against native ALTER and the peers", Started: started,
-		Server: b.s.serverVersion(ctx), Text: text, Charts: raceCharts(sysbench), Raw: rawResults(b.results)}
-	paths, err := r.Write(b.o.ReportDir)
+	return saveReport(b.o.ReportDir, rpt.Report{Name: "race", Title: "sluice against native ALTER and the peers", Started: started,
+		Server: b.s.serverVersion(ctx), Text: text, Charts: raceCharts(sysbench), Raw: rawResults(b.results)})
+}
+
+// saveReport writes r into dir ("": nowhere) and logs where the page is.
+func saveReport(dir string, r rpt.Report) error {
+	if dir == "" {
+		return nil
+	}
+	paths, err := r.Write(dir)
 	if err != nil {
 		return err
 	}
 	logf("report: %s", paths[len(paths)-1])
 	return nil
+}
+
+// dbaAlter runs ALTER TABLE as a DBA's session would: with the server's
+// lock_wait_timeout (a year by default), not the bench pool's.
+func (s *Server) dbaAlter(ctx context.Context, table, alter string) error {
+	conn, err := s.DB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = @@global.lock_wait_timeout"); err != nil {
+		return err
+	}
+	_, err = conn.ExecContext(ctx, "ALTER TABLE "+table+" "+alter)
+	conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION lock_wait_timeout = 30")
+	return err
 }

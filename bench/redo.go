@@ -136,17 +136,8 @@ func Redo(ctx context.Context, o RedoOptions) error {
 	}
 	var text bytes.Buffer
 	redoReport(io.MultiWriter(o.Out, &text), version, facts.CPUs, o, points)
-	if o.ReportDir == "" {
-		return nil
-	}
-	r := rpt.Report{Name: "redo", Title: "Redo log writer threads ON and OFF, with and without the binlog", Started: started,
-		Server: version, Text: text.String(), Charts: redoCharts(points), Raw: points}
-	paths, err := r.Write(o.ReportDir)
-	if err != nil {
-		return err
-	}
-	logf("report: %s", paths[len(paths)-1])
-	return nil
+	return saveReport(o.ReportDir, rpt.Report{Name: "redo", Title: "Redo log writer threads ON and OFF, with and without the binlog", Started: started,
+		Server: version, Text: text.String(), Charts: redoCharts(points), Raw: points})
 }
 
 // restartIn runs a restart command (its words split on spaces; a leading
