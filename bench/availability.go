@@ -3,9 +3,11 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -34,6 +36,9 @@ type AvailabilityOptions struct {
 	Limit     time.Duration
 	ReportDir string // availability.json/.txt/.html ("": none)
 	Out       io.Writer
+	// FromJSON draws the report again from an earlier run's
+	// availability.json instead of running anything.
+	FromJSON string
 }
 
 // availTpl holds sbtest1 as the availability runs start from: the sysbench
@@ -78,6 +83,9 @@ func Availability(ctx context.Context, o AvailabilityOptions) error {
 	if o.Out == nil {
 		o.Out = os.Stdout
 	}
+	if o.FromJSON != "" {
+		return redrawAvailability(o)
+	}
 	if err := ensureSysbench(); err != nil {
 		return err
 	}
@@ -121,7 +129,40 @@ func Availability(ctx context.Context, o AvailabilityOptions) error {
 	var text bytes.Buffer
 	availReport(io.MultiWriter(o.Out, &text), o, runs)
 	return saveReport(o.ReportDir, rpt.Report{Name: "availability", Title: "Write availability during a column widening", Started: started,
-		Server: s.serverVersion(ctx), Text: text.String(), Charts: availCharts(runs, tools), Raw: runs})
+		Server: s.serverVersion(ctx), Text: text.String(), Charts: availCharts(runs, toolNames(tools)), Raw: runs})
+}
+
+// redrawAvailability writes the report of the runs an earlier
+// availability.json holds, its text as printed then.
+func redrawAvailability(o AvailabilityOptions) error {
+	data, err := os.ReadFile(o.FromJSON)
+	if err != nil {
+		return err
+	}
+	var old struct {
+		Started time.Time
+		Server  string
+		Text    string
+		Raw     []availRun
+	}
+	if err := json.Unmarshal(data, &old); err != nil || len(old.Raw) == 0 {
+		return fmt.Errorf("%s: not an availability report with runs (%v)", o.FromJSON, err)
+	}
+	var tools []string
+	for _, r := range old.Raw {
+		tools = appendNew(tools, r.Tool)
+	}
+	fmt.Fprint(o.Out, old.Text)
+	return saveReport(o.ReportDir, rpt.Report{Name: "availability", Title: "Write availability during a column widening", Started: old.Started,
+		Server: old.Server, Text: old.Text, Charts: availCharts(old.Raw, tools), Raw: old.Raw})
+}
+
+func toolNames(tools []availTool) []string {
+	var out []string
+	for _, t := range tools {
+		out = append(out, t.name)
+	}
+	return out
 }
 
 type availTool struct {
@@ -233,7 +274,7 @@ func availReport(w io.Writer, o AvailabilityOptions, runs []availRun) {
 	for _, r := range runs {
 		took := r.Took.Round(100 * time.Millisecond).String()
 		if r.Failure != "" {
-			took = "FAILED: " + r.Failure
+			took = "FAILED: " + oneLine(r.Failure, 60)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.0f\t%.0f\t%d\t%.0f\t%.0f\n", r.Alter, r.Tool, took, r.Before.Mean, r.During.Mean, r.During.Min, r.During.Zero, r.Before.P99, r.During.P99)
 	}
@@ -241,35 +282,50 @@ func availReport(w io.Writer, o AvailabilityOptions, runs []availRun) {
 }
 
 // availCharts draws, for each widening, the load's throughput and its p99
-// latency second by second, one line a tool.
-func availCharts(runs []availRun, tools []availTool) []rpt.Chart {
+// latency second by second, one line a tool in the order of tools. The
+// seconds shown end 15 s after the longest run that finished: a tool
+// stopped at the limit is cut there (its legend says it did not finish).
+func availCharts(runs []availRun, tools []string) []rpt.Chart {
 	var charts []rpt.Chart
 	for _, w := range widenings {
 		tps := rpt.Chart{Title: "Writes a second during " + w.name, X: "seconds from the ALTER's start", Y: "transactions a second",
 			Marks: []rpt.Mark{{X: 0, Label: "ALTER starts"}}}
 		lat := rpt.Chart{Title: "p99 latency of the writes during " + w.name, X: "seconds from the ALTER's start", Y: "ms (log scale)", LogY: true,
 			Marks: []rpt.Mark{{X: 0, Label: "ALTER starts"}}}
+		end := -1.0
+		for _, r := range runs {
+			if r.Alter == w.name && r.Failure == "" {
+				end = max(end, r.Took.Seconds()+15)
+			}
+		}
+		if end < 0 { // nothing finished: all of it
+			end = math.Inf(1)
+		}
 		for _, t := range tools {
-			ts, ls := rpt.Series{Name: t.name}, rpt.Series{Name: t.name}
+			ts, ls := rpt.Series{Name: t}, rpt.Series{Name: t}
 			for _, r := range runs {
-				if r.Tool != t.name || r.Alter != w.name {
+				if r.Tool != t || r.Alter != w.name {
 					continue
 				}
-				label := fmt.Sprintf("%s (%.0fs)", t.name, r.Took.Seconds())
+				label := fmt.Sprintf("%s (%.0fs)", t, r.Took.Seconds())
 				if r.Failure != "" {
-					label = t.name + " (" + r.Failure + ")"
+					label = t + " (" + oneLine(r.Failure, 40) + ")"
 				}
 				ts.Name, ls.Name = label, label
 				for i := range r.TPS {
-					ts.X, ts.Y = append(ts.X, r.From+float64(i)), append(ts.Y, r.TPS[i])
+					if x := r.From + float64(i); x <= end {
+						ts.X, ts.Y = append(ts.X, x), append(ts.Y, r.TPS[i])
+					}
 				}
 				for i := range r.P99 {
-					ls.X, ls.Y = append(ls.X, r.From+float64(i)), append(ls.Y, r.P99[i])
+					if x := r.From + float64(i); x <= end {
+						ls.X, ls.Y = append(ls.X, x), append(ls.Y, r.P99[i])
+					}
 				}
 			}
 			tps.Lines, lat.Lines = append(tps.Lines, ts), append(lat.Lines, ls)
 		}
-		tps.Note = "The load is rate-limited: a tool that keeps writes flowing holds the line at the rate; a write stall drops it to zero."
+		tps.Note = "The load is rate-limited: a tool that keeps writes flowing holds the line at the rate; a write stall drops it to zero, and the queue it leaves shows as a burst above the rate."
 		charts = append(charts, tps, lat)
 	}
 	return charts

@@ -115,18 +115,24 @@ func TestSpanMatchesWindow(t *testing.T) {
 // line a tool in the tools' order, on the ALTER's clock; a tool stopped at
 // the limit says so in its legend.
 func TestAvailCharts(t *testing.T) {
-	tools := []availTool{{name: "native ALTER"}, {name: "sluice"}}
+	tools := []string{"native ALTER", "sluice", "gh-ost"}
+	long := make([]float64, 100)
 	runs := []availRun{
 		{Tool: "native ALTER", Alter: widenings[0].name, Took: 20 * time.Second, TPS: []float64{50, 0, 0, 50}, P99: []float64{10, 0, 0, 9000}, From: -0.5},
 		{Tool: "sluice", Alter: widenings[0].name, Took: 30 * time.Second, TPS: []float64{50, 49, 50}, P99: []float64{10, 12, 11}, From: -0.2},
 		{Tool: "native ALTER", Alter: widenings[1].name, Failure: "did not finish in 10m0s", TPS: []float64{50, 0}, P99: []float64{10, 0}, From: -0.5},
+		{Tool: "gh-ost", Alter: widenings[0].name, Failure: "did not finish in 10m0s", TPS: long, P99: long, From: -0.5},
 	}
 	charts := availCharts(runs, tools)
 	if len(charts) != 2*len(widenings) {
 		t.Fatalf("%d charts", len(charts))
 	}
 	tps, lat := charts[0], charts[1]
-	if len(tps.Lines) != 2 || tps.Lines[0].Name != "native ALTER (20s)" || tps.Lines[1].X[0] != -0.2 || tps.Lines[0].Y[1] != 0 || !lat.LogY || lat.Lines[0].Y[3] != 9000 {
+	// Cut 15 s after the longest run that finished (sluice's 30 s).
+	if gh := tps.Lines[2]; len(gh.X) == 0 || gh.X[len(gh.X)-1] > 45 || gh.X[len(gh.X)-1] < 44 || !strings.Contains(gh.Name, "did not finish") {
+		t.Errorf("gh-ost's unfinished line: %d points, last at %v, %q", len(gh.X), gh.X[len(gh.X)-1], gh.Name)
+	}
+	if len(tps.Lines) != 3 || tps.Lines[0].Name != "native ALTER (20s)" || tps.Lines[1].X[0] != -0.2 || tps.Lines[0].Y[1] != 0 || !lat.LogY || lat.Lines[0].Y[3] != 9000 {
 		t.Errorf("the INT widening's charts: %+v / %+v", tps.Lines, lat.Lines)
 	}
 	if n := charts[2].Lines[0].Name; !strings.Contains(n, "did not finish") {

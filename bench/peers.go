@@ -55,7 +55,11 @@ func (s *Server) runGhOst(ctx context.Context, command, database, table, alter s
 	}
 	defer done()
 	parts := strings.Fields(command)
-	args := append(parts[1:], "--conf="+conf, "--host="+s.Conn.Host, "--port="+strconv.Itoa(s.Conn.Port),
+	// Its control socket beside the option file: a gh-ost stopped at the
+	// time limit leaves its socket behind, and the next one could not
+	// listen at the default path.
+	args := append(parts[1:], "--conf="+conf, "--serve-socket-file="+filepath.Join(filepath.Dir(conf), "gh-ost.sock"),
+		"--host="+s.Conn.Host, "--port="+strconv.Itoa(s.Conn.Port),
 		"--database="+database, "--table="+table, "--alter="+alter, "--allow-on-master",
 		"--initially-drop-ghost-table", "--initially-drop-old-table", "--ok-to-drop-table", "--execute")
 	if err := s.command(ctx, parts[0], args...); err != nil {

@@ -174,6 +174,7 @@ func availabilityCmd() *cobra.Command {
 	c.Flags().StringVar(&o.GhOst, "gh-ost", "", `command running gh-ost ("": gh-ost on PATH, if any; "none": leave it out)`)
 	c.Flags().StringVar(&o.Spirit, "spirit", "", `command running spirit ("": spirit on PATH, if any; "none": leave it out)`)
 	c.Flags().StringVar(&o.ReportDir, "report-dir", "bench/out", "write availability.json, .txt and .html here (\"\": none)")
+	c.Flags().StringVar(&o.FromJSON, "from-json", "", "draw the report again from an earlier run's availability.json, running nothing")
 	return c
 }
 
