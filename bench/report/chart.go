@@ -130,8 +130,12 @@ func (c Chart) lines(p *plot.Plot) error {
 		lb.Offset = vg.Point{X: vg.Points(3), Y: vg.Points(-10)}
 		p.Add(lb)
 	}
+	// Headroom above the data for the legend, which is drawn inside the
+	// plot at the top.
 	if c.LogY { // a log axis needs a positive range, whatever was drawn
-		p.Y.Min, p.Y.Max = ymin, max(ymax, ymin*10)
+		p.Y.Min, p.Y.Max = ymin, max(ymax, ymin*10)*6
+	} else if len(c.Lines) > 0 && p.Y.Max > p.Y.Min {
+		p.Y.Max += (p.Y.Max - p.Y.Min) * 0.08 * float64(len(c.Lines))
 	}
 	return nil
 }
