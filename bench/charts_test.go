@@ -1,12 +1,16 @@
 package bench
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	rpt "github.com/sluicedb/sluice/bench/report"
 	"github.com/sluicedb/sluice/internal/plan"
 )
 
@@ -223,5 +227,32 @@ func TestMDLCharts(t *testing.T) {
 	}
 	if raw := mdlRaws(rs); raw[0].WorstReader != 100 || raw[1].Tool != "sluice" {
 		t.Errorf("raw: %+v", raw)
+	}
+}
+
+// TestRedrawRace: a race report drawn again from its JSON has the same
+// charts as the one written from the run.
+func TestRedrawRace(t *testing.T) {
+	const f = 10 * time.Second
+	sl := result{name: "sluice", load: "40% load", wall: 30 * time.Second, f: f, tps: []float64{100, 0, 100}, tpsFrom: -0.5}
+	rs := []result{{name: rebuildName, load: "idle", wall: f, f: f}, {name: "sluice", load: "idle", wall: 15 * time.Second, f: f}, sl,
+		{name: "gh-ost", load: "40% load", wall: 5 * time.Second, f: f, failure: "did not finish in 3m0s"}}
+	dir, again := t.TempDir(), t.TempDir()
+	if err := saveReport(dir, rpt.Report{Name: "race", Title: "t", Charts: raceCharts(rs), Raw: rawResults(rs)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := RedrawRace(filepath.Join(dir, "race.json"), again); err != nil {
+		t.Fatal(err)
+	}
+	charts := func(d string) string {
+		var r struct{ Charts json.RawMessage }
+		data, err := os.ReadFile(filepath.Join(d, "race.json"))
+		if err != nil || json.Unmarshal(data, &r) != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		return string(r.Charts)
+	}
+	if a, b := charts(dir), charts(again); a != b || !strings.Contains(a, "did not finish in 3m0s") {
+		t.Errorf("redrawn charts differ:\n%s\n%s", a, b)
 	}
 }

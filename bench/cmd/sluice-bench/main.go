@@ -83,6 +83,7 @@ func ddlCmd() *cobra.Command {
 
 func runCmd() *cobra.Command {
 	var o bench.Options
+	var fromJSON string
 	c := &cobra.Command{
 		Use:   "run",
 		Short: "Time sluice against native ALTER TABLE, idle and under sysbench load, with a replica, and on other key types",
@@ -90,6 +91,9 @@ func runCmd() *cobra.Command {
 			d, err := dsn()
 			if err != nil {
 				return err
+			}
+			if fromJSON != "" {
+				return bench.RedrawRace(fromJSON, o.ReportDir)
 			}
 			o.DSN, o.Out = d, c.OutOrStdout()
 			o.Sluice = besideMe(o.Sluice)
@@ -116,6 +120,7 @@ func runCmd() *cobra.Command {
 	c.Flags().DurationVar(&o.MaxLag, "max-lag", time.Second, "the replica round's maximum replica lag for sluice (--max-lag) and pt-online-schema-change (whole seconds)")
 	c.Flags().StringVar(&o.GhOst, "gh-ost", "", `command running gh-ost ("": gh-ost on PATH, if any; "none": leave it out)`)
 	c.Flags().StringVar(&o.Spirit, "spirit", "", `command running spirit ("": spirit on PATH, if any; "none": leave it out)`)
+	c.Flags().StringVar(&fromJSON, "from-json", "", "draw the report again from an earlier run's race.json, running nothing")
 	c.Flags().DurationVar(&o.Limit, "limit", 20*time.Minute, "stop an ALTER that has not finished by then; it is reported as not finished")
 	c.Flags().StringVar(&o.ReportDir, "report-dir", "bench/out", "write the run's report here: race.json (raw results), race.txt and race.html (charts) (\"\": none)")
 	c.Flags().StringArrayVar(&o.Variants, "variant", nil, `also time sluice with these flags, beside the default, in the same run (repeatable), e.g. --variant "--threads=4"`)
