@@ -40,10 +40,10 @@ func TestRaceCharts(t *testing.T) {
 		t.Fatalf("%d charts, want the bars and one throughput chart", len(charts))
 	}
 	bars := charts[0].Bars
-	if bars == nil || strings.Join(bars.Groups, ",") != "idle,40% load" {
+	if bars == nil || strings.Join(bars.Groups, ",") != "idle: MODIFY k BIGINT,40% load: MODIFY k BIGINT" {
 		t.Fatalf("bars: %+v", bars)
 	}
-	want := map[string][]float64{copyName: {2, 2.5}, "sluice": {1.7, 3}, "pt-online-schema-change": {math.NaN(), math.NaN()}}
+	want := map[string][]float64{"native ALTER": {2, 2.5}, "sluice": {1.7, 3}, "pt-online-schema-change": {math.NaN(), math.NaN()}}
 	if len(bars.Series) != len(want) {
 		t.Fatalf("bar series %+v, want %d (F's own run left out)", bars.Series, len(want))
 	}
@@ -68,6 +68,12 @@ func TestRaceCharts(t *testing.T) {
 	got := lines[1]
 	if !strings.HasPrefix(got.Name, "sluice") || len(got.X) != 5 || got.X[0] != -1.5 || got.X[4] != 2.5 || got.Y[2] != 0 {
 		t.Errorf("sluice's throughput line: %+v", got)
+	}
+	for name, tool := range map[string]string{copyName: "native ALTER", rebuildName: "native ALTER", "sluice MODIFY k BIGINT --threads=2": "sluice --threads=2",
+		"gh-ost ENGINE=InnoDB": "gh-ost", "sluice MODIFY k BIGINT [old/sluice]": "sluice [old/sluice]"} {
+		if got := toolOf(name); got != tool {
+			t.Errorf("toolOf(%q) = %q, want %q", name, got, tool)
+		}
 	}
 	if len(lines[0].X) != 0 || len(lines[2].X) != 0 {
 		t.Errorf("lines without a measured series should be empty (keeping colours): %+v", lines)

@@ -61,22 +61,27 @@ func raceCharts(rs []result) []rpt.Chart {
 	if len(ss) == 0 {
 		return nil
 	}
-	var loads, names []string
+	// Bars by tool (the ALTER's text left out of its name: native ALTER
+	// copies in the loaded rounds and rebuilds in the unthrottled one),
+	// groups by load, each named with its ALTER.
+	var loads, groups, tools []string
 	for _, s := range ss[1:] {
-		loads = appendNew(loads, s.load)
-		names = appendNew(names, s.name)
+		if !slices.Contains(loads, s.load) {
+			loads, groups = append(loads, s.load), append(groups, s.load+": "+alterOf(s.name))
+		}
+		tools = appendNew(tools, toolOf(s.name))
 	}
-	if len(names) == 0 {
+	if len(tools) == 0 {
 		return nil
 	}
-	bars := &rpt.Bars{Groups: loads}
-	for _, n := range names {
-		bs := rpt.BarSeries{Name: n, Values: make([]float64, len(loads)), Missing: make([]string, len(loads))}
+	bars := &rpt.Bars{Groups: groups}
+	for _, tool := range tools {
+		bs := rpt.BarSeries{Name: tool, Values: make([]float64, len(loads)), Missing: make([]string, len(loads))}
 		for i := range loads {
 			bs.Values[i] = math.NaN()
 		}
 		for _, s := range ss[1:] {
-			if s.name != n {
+			if toolOf(s.name) != tool {
 				continue
 			}
 			i := slices.Index(loads, s.load)
@@ -94,34 +99,73 @@ func raceCharts(rs []result) []rpt.Chart {
 		}
 		bars.Series = append(bars.Series, bs)
 	}
-	charts := []rpt.Chart{{Title: "Time of each ALTER, as a multiple of F (lower is faster)", X: "load", Y: "x F", Bars: bars,
+	charts := []rpt.Chart{{Title: "Time of each ALTER, as a multiple of F (lower is faster)", Y: "x F", Bars: bars,
 		Note: fmt.Sprintf("F is the server's own in-place rebuild of the idle table, %s. Each bar is the median of the runs, each run divided by the F timed just before it.", ss[0].wall.Round(time.Millisecond))}}
 	for _, load := range loads {
 		if load == "idle" {
 			continue
 		}
-		if c, ok := tpsChart(rs, load, names); ok {
+		if c, ok := tpsChart(rs, load, tools); ok {
 			charts = append(charts, c)
 		}
 	}
 	return charts
 }
 
+// toolOf is a timed step's tool: its name without the ALTER it ran
+// ("sluice MODIFY k BIGINT --threads=2" is "sluice --threads=2", both
+// native ALTERs are "native ALTER").
+func toolOf(name string) string {
+	if strings.HasPrefix(name, "native ALTER") {
+		return "native ALTER"
+	}
+	for _, a := range []string{" MODIFY k BIGINT", " ENGINE=InnoDB"} {
+		name = strings.Replace(name, a, "", 1)
+	}
+	return name
+}
+
+// alterOf is the ALTER a step's name says it ran.
+func alterOf(name string) string {
+	switch {
+	case strings.Contains(name, "ENGINE=InnoDB"):
+		return "ENGINE=InnoDB"
+	case strings.Contains(name, "MODIFY k BIGINT"):
+		return "MODIFY k BIGINT"
+	}
+	return name
+}
+
 // tpsChart is the application's throughput around the first run of each
-// ALTER at load.
-func tpsChart(rs []result, load string, names []string) (rpt.Chart, bool) {
+// tool at load; the seconds shown end 15 s after the longest run that
+// finished (a run stopped at the time limit is cut there).
+func tpsChart(rs []result, load string, tools []string) (rpt.Chart, bool) {
 	c := rpt.Chart{Title: "Application throughput around the ALTER (" + load + ")", X: "seconds from the ALTER's start", Y: "transactions a second",
 		Marks: []rpt.Mark{{X: 0, Label: "ALTER starts"}}}
-	for _, n := range names {
-		s := rpt.Series{Name: n}
+	end := -1.0
+	for _, r := range rs {
+		if r.load == load && r.failure == "" {
+			end = max(end, r.wall.Seconds()+15)
+		}
+	}
+	if end < 0 {
+		end = math.Inf(1)
+	}
+	for _, tool := range tools {
+		s := rpt.Series{Name: tool}
 		for _, r := range rs {
-			if r.name != n || r.load != load || len(r.tps) == 0 {
+			if toolOf(r.name) != tool || r.load != load || len(r.tps) == 0 {
 				continue
 			}
 			for i, v := range r.tps {
-				s.X, s.Y = append(s.X, r.tpsFrom+float64(i)), append(s.Y, v)
+				if x := r.tpsFrom + float64(i); x <= end {
+					s.X, s.Y = append(s.X, x), append(s.Y, v)
+				}
 			}
-			s.Name = fmt.Sprintf("%s (%.0fs)", n, r.wall.Seconds())
+			s.Name = fmt.Sprintf("%s (%.0fs)", tool, r.wall.Seconds())
+			if r.failure != "" {
+				s.Name = tool + " (" + oneLine(r.failure, 40) + ")"
+			}
 			break
 		}
 		// An empty series keeps the tool's colour the same as in the bars.
@@ -129,7 +173,7 @@ func tpsChart(rs []result, load string, names []string) (rpt.Chart, bool) {
 	}
 	for _, s := range c.Lines {
 		if len(s.X) > 0 {
-			c.Note = "Each line is the first run of that ALTER; the number in brackets is how long it took. The load ran at the same rate for every tool."
+			c.Note = "Each line is the first run of that tool; the number in brackets is how long it took. The load ran at the same rate for every tool."
 			return c, true
 		}
 	}

@@ -195,7 +195,7 @@ func (c Chart) bars(p *plot.Plot) error {
 	}
 	p.NominalX(c.Bars.Groups...)
 	p.Y.Min = 0
-	p.Y.Max = top * 1.15
+	p.Y.Max = top * (1.15 + 0.09*float64(n)) // headroom for the legend
 	if top == 0 {
 		p.Y.Max = 1
 	}
