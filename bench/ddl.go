@@ -96,7 +96,7 @@ func DDLSweep(ctx context.Context, o DDLOptions) error {
 		if err != nil {
 			return err
 		}
-		p, facts, err := plan.Make(ctx, s.DB, s.Conn.Host, benchDB, "sbtest1", a, plan.Options{})
+		p, facts, err := plan.Make(ctx, s.DB, s.Conn.Host, benchDB, "sbtest1", a, plan.Options{MaxInplace: 30 * time.Second}) // migrate's --max-inplace-seconds: a replica attached does not turn the build into a copy
 		if err != nil {
 			return err
 		}
