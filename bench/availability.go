@@ -325,6 +325,7 @@ func availCharts(runs []availRun, tools []string) []rpt.Chart {
 			}
 			tps.Lines, lat.Lines = append(tps.Lines, ts), append(lat.Lines, ls)
 		}
+		lat.Note = "A second in which no write completed has no latency: it is left out here (the writes a second show it as zero), and the line joins the seconds around it."
 		tps.Note = "The load is rate-limited: a tool that keeps writes flowing holds the line at the rate; a write stall drops it to zero, and the queue it leaves shows as a burst above the rate."
 		charts = append(charts, tps, lat)
 	}

@@ -42,17 +42,23 @@ func init() {
 // Colour is series i's colour.
 func Colour(i int) color.RGBA { return palette[i%len(palette)] }
 
-// SVG draws the chart as an SVG document of Width x Height.
-func (c Chart) SVG() ([]byte, error) {
+// SVG draws the chart as an SVG document of Width x Height. Data the
+// plotting library cannot draw (ranges beyond its floats) is an error, not
+// a panic.
+func (c Chart) SVG() (out []byte, err error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("chart %q: cannot be drawn: %v", c.Title, r)
+		}
+	}()
 	p := plot.New()
 	p.Title.Text = c.Title
 	p.X.Label.Text, p.Y.Label.Text = c.X, c.Y
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
-	var err error
 	if c.Bars != nil {
 		err = c.bars(p)
 	} else {

@@ -141,6 +141,14 @@ func (c Chart) check() error {
 	if (c.Bars == nil) == (len(c.Lines) == 0) {
 		return fmt.Errorf("chart %q: give lines or bars, one of the two", c.Title)
 	}
+	if c.YFloor != nil && !finite(*c.YFloor) {
+		return fmt.Errorf("chart %q: the Y floor is not a number", c.Title)
+	}
+	for _, m := range c.Marks {
+		if !finite(m.X) {
+			return fmt.Errorf("chart %q: mark %q is not at a number", c.Title, m.Label)
+		}
+	}
 	for _, s := range c.Lines {
 		if len(s.X) != len(s.Y) {
 			return fmt.Errorf("chart %q: series %q has %d X and %d Y", c.Title, s.Name, len(s.X), len(s.Y))

@@ -208,3 +208,22 @@ func TestGeneratedChartsDraw(t *testing.T) {
 		}
 	}
 }
+
+// TestUndrawableIsAnError: data past the plotting library's floats, or a
+// floor that is not a number, is an error, never a panic or a hang.
+func TestUndrawableIsAnError(t *testing.T) {
+	nan := math.NaN()
+	for name, c := range map[string]Chart{
+		"a huge flat line":     {Title: "x", Lines: []Series{{Name: "a", X: []float64{1e16}, Y: []float64{1e16}}}},
+		"a huge log line":      {Title: "x", LogY: true, Lines: []Series{{Name: "a", X: []float64{0, 1}, Y: []float64{1, 1e308}}}},
+		"a floor not a number": {Title: "x", YFloor: &nan, Lines: []Series{{Name: "a", X: []float64{0, 1}, Y: []float64{1, 2}}}},
+	} {
+		svg, err := c.SVG() // a panic fails the test
+		if name == "a floor not a number" && err == nil {
+			t.Errorf("%s: drawn", name)
+		}
+		if err == nil && len(svg) == 0 {
+			t.Errorf("%s: neither drawn nor refused", name)
+		}
+	}
+}

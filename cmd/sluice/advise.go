@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +72,7 @@ table. It only reads.`,
 			if err != nil {
 				return err
 			}
+			s.Address = fmt.Sprintf("%s:%d", conn.Host, conn.Port)
 			a := advise.Advise(s)
 			out := c.OutOrStdout()
 			if f.format == "json" {
@@ -78,14 +80,14 @@ table. It only reads.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(a)
 			}
-			printAdvice(out, fmt.Sprintf("%s:%d", conn.Host, conn.Port), s, a)
+			printAdvice(out, s.Address, s, a)
 			return nil
 		},
 	}
 	serverFlags(c, &f)
 	c.Flags().StringVar(&f.format, "format", "text", "text or json")
 	c.Flags().DurationVar(&window, "window", 5*time.Second, "how long to sample the write load")
-	c.Flags().StringVar(&sortSize, "sort-size", "", "size the index build for this many bytes of index entries, e.g. 40G (default: the data of --table, else of the largest table)")
+	c.Flags().StringVar(&sortSize, "sort-size", "", "size the index build for this many bytes of index entries, e.g. 40G (default: the data of --table, else of the largest table, which bounds them)")
 	return c
 }
 
@@ -98,7 +100,7 @@ func printAdvice(w io.Writer, addr string, s advise.Server, a advise.Advice) {
 	if a.CPUs > 0 {
 		cpus = fmt.Sprintf("%d processors", a.CPUs)
 	}
-	fmt.Fprintf(w, "%s on %s: %s, %s buffer pool (%s free), binlog %s\n", a.Server, addr, cpus, advise.Size(s.BufferPool), advise.Size(s.Facts.FreePool), binlog)
+	fmt.Fprintf(w, "%s on %s: %s, %s buffer pool (%s free), binlog %s\n", a.Version, addr, cpus, advise.Size(s.BufferPool), advise.Size(s.Facts.FreePool), binlog)
 	fmt.Fprintf(w, "write load over %s: %.0f write statements and %s of redo a second; %.1f sessions running on average, %d at most\n",
 		a.Writes.Window, a.Writes.WritesPerSec, advise.Size(int64(a.Writes.RedoPerSec)), a.Writes.Running, a.Writes.PeakRunning)
 	for _, st := range a.Settings {
@@ -125,7 +127,7 @@ func parseSize(s string) (int64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v <= 0 || v*float64(int64(1)<<shift) > 1<<60 {
+	if err != nil || math.IsNaN(v) || v*float64(int64(1)<<shift) < 1 || v*float64(int64(1)<<shift) > 1<<60 {
 		return 0, fmt.Errorf("give a positive size such as 800M or 40G")
 	}
 	return int64(v * float64(int64(1)<<shift)), nil

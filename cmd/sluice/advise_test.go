@@ -16,10 +16,11 @@ import (
 )
 
 type advice struct {
-	Server string
-	CPUs   int
-	Binlog bool
-	Writes struct {
+	Version string
+	Address string
+	CPUs    int
+	Binlog  bool
+	Writes  struct {
 		WindowSeconds float64 `json:"window_seconds"`
 		Writes        float64 `json:"write_statements_per_second"`
 	}
@@ -106,6 +107,9 @@ func TestAdviseTwoServers(t *testing.T) {
 			t.Errorf("%s: a buffer below a 64th of the sort (%d) without saying the memory held it: %s", c.name, buf, why)
 		}
 	}
+	if want := fmt.Sprintf("%s:%d", db.Server.Host, db.Server.Port); big.Address != want || big.Version == "" {
+		t.Errorf("advice of %s, version %q", big.Address, big.Version)
+	}
 	bigBuf, _ := big.get(t, "innodb_ddl_buffer_size")
 	smallBuf, _ := small.get(t, "innodb_ddl_buffer_size")
 	if smallBuf >= bigBuf {
@@ -164,6 +168,8 @@ func TestAdviseBadInput(t *testing.T) {
 		{[]string{"--table", "t"}, "without --database"},
 		{[]string{"--database", db.Name, "--table", "nope"}, "no InnoDB table"},
 		{[]string{"--sort-size", "lots"}, "--sort-size"},
+		{[]string{"--sort-size", "nan"}, "--sort-size"},
+		{[]string{"--sort-size", "0.5"}, "--sort-size"},
 		{[]string{"--window", "1h"}, "--window"},
 		{[]string{"--format", "xml"}, "--format"},
 	} {

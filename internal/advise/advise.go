@@ -59,7 +59,8 @@ type Setting struct {
 
 // Advice is Advise's answer.
 type Advice struct {
-	Server   string    `json:"server"`
+	Version  string    `json:"version"`
+	Address  string    `json:"address"`
 	CPUs     int       `json:"cpus"`
 	Binlog   bool      `json:"binlog"`
 	Writes   Activity  `json:"writes"`
@@ -80,7 +81,7 @@ const (
 
 // Advise recommends settings for s.
 func Advise(s Server) Advice {
-	a := Advice{Server: s.Facts.Version, CPUs: s.Facts.CPUs, Binlog: s.Binlog, Writes: s.Writes}
+	a := Advice{Version: s.Facts.Version, Address: s.Address, CPUs: s.Facts.CPUs, Binlog: s.Binlog, Writes: s.Writes}
 	if s.Facts.Server.MariaDB {
 		a.Notes = append(a.Notes, "MariaDB has neither InnoDB's parallel index build (innodb_ddl_threads, innodb_ddl_buffer_size, innodb_parallel_read_threads) nor dedicated redo writer threads (innodb_log_writer_threads): nothing here to tune. Its index builds sort in innodb_sort_buffer_size, one thread each.")
 		return a
@@ -106,13 +107,13 @@ func ddlSettings(s Server, a *Advice) []Setting {
 	var out []Setting
 	scope := "session: sluice sets it for each index build it runs; SET GLOBAL makes native ALTERs use it too"
 	if cur, ok := s.Current["innodb_ddl_threads"]; ok {
-		why := fmt.Sprintf("one sort thread per processor (%d), at most 8: the seeds' sweeps (000, 004) gain little past 8 threads", d.Threads)
+		why := fmt.Sprintf("one sort thread per processor (%d processors), at most 8: the seeds' sweeps (000, 004) gain little past 8 threads", cpus)
 		if cpus <= 0 {
 			why = "4 sort threads: the processors are unknown"
 		}
 		out = append(out, Setting{Name: "innodb_ddl_threads", Current: cur, Recommended: fmt.Sprint(d.Threads), Why: why,
-			Memory: fmt.Sprintf("each thread sorts in its own innodb_ddl_buffer_size: %s in all, only while an index builds", Size(d.Memory())), MemoryBytes: d.Memory(),
-			Scope: scope, Verify: ddlVerify})
+			Memory: "counted with innodb_ddl_buffer_size (up to threads x buffer)",
+			Scope:  scope, Verify: ddlVerify})
 	} else {
 		a.Notes = append(a.Notes, "this server has no innodb_ddl_threads or innodb_ddl_buffer_size (MySQL 8.0.27 and later have): its index builds sort in innodb_sort_buffer_size, one thread each")
 	}
@@ -128,12 +129,15 @@ func ddlSettings(s Server, a *Advice) []Setting {
 			why = fmt.Sprintf("a 64th of the build's sort (%s, %s), so that the merge has at most 64 runs a thread", Size(s.SortBytes), s.SortWhat)
 		}
 		out = append(out, Setting{Name: "innodb_ddl_buffer_size", Current: cur, Recommended: fmt.Sprint(d.BufferBytes), Why: why,
-			Memory: fmt.Sprintf("%s a sort thread, %s with %d threads, allocated only while an index builds", Size(d.BufferBytes), Size(d.Memory()), d.Threads), MemoryBytes: d.Memory(),
+			Memory: fmt.Sprintf("up to %s a sort thread, %s with %d threads and a MiB of overhead, allocated only while an index builds (make bench-ddl measured threads x buffer; the manual divides the buffer among the threads)", Size(d.BufferBytes), Size(d.Memory()), d.Threads), MemoryBytes: d.Memory(),
 			Scope: scope, Verify: ddlVerify})
 	}
-	if cur, ok := s.Current["innodb_parallel_read_threads"]; ok {
+	// Index builds read in parallel only where innodb_ddl_threads exists
+	// (8.0.27); before, the variable serves CHECK TABLE and COUNT(*) alone.
+	_, ddlThreads := s.Current["innodb_ddl_threads"]
+	if cur, ok := s.Current["innodb_parallel_read_threads"]; ok && ddlThreads {
 		out = append(out, Setting{Name: "innodb_parallel_read_threads", Current: cur, Recommended: fmt.Sprint(d.ReadThreads),
-			Why:    fmt.Sprintf("one reader per processor (%d), at most 8: the build reads the clustered index in parallel; on the 2-core sandbox the read threads mattered most", d.ReadThreads),
+			Why:    fmt.Sprintf("one reader per processor (%d processors), at most 8: the build reads the clustered index in parallel; on the 2-core sandbox the read threads mattered most", cpus),
 			Memory: "negligible (a few pages a thread)", Scope: scope, Verify: ddlVerify})
 	}
 	for i := range out {

@@ -60,21 +60,28 @@ func Read(ctx context.Context, db *sql.DB, host string, window time.Duration, ta
 // InnoDB table's.
 func (s *Server) sortSize(ctx context.Context, db *sql.DB, database, table string) error {
 	const q = "SELECT TABLE_SCHEMA, TABLE_NAME, DATA_LENGTH FROM information_schema.TABLES WHERE ENGINE = 'InnoDB' AND "
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// MySQL caches these sizes for a day by default; MariaDB has no such
+	// variable (the error is of no matter).
+	conn.ExecContext(ctx, "SET SESSION information_schema_stats_expiry = 0")
 	var schema, name string
-	var err error
 	if table != "" {
-		err = db.QueryRowContext(ctx, q+"TABLE_SCHEMA = ? AND TABLE_NAME = ?", database, table).Scan(&schema, &name, &s.SortBytes)
+		err = conn.QueryRowContext(ctx, q+"TABLE_SCHEMA = ? AND TABLE_NAME = ?", database, table).Scan(&schema, &name, &s.SortBytes)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("no InnoDB table %s.%s on the server: name an existing table, or leave --table out to size for the largest", database, table)
 		}
-		s.SortWhat = fmt.Sprintf("the data of %s.%s", schema, name)
+		s.SortWhat = fmt.Sprintf("the data of %s.%s, which bounds its index entries", schema, name)
 	} else {
-		err = db.QueryRowContext(ctx, q+"TABLE_SCHEMA NOT IN ('mysql', 'sys', 'information_schema', 'performance_schema') ORDER BY DATA_LENGTH DESC LIMIT 1").Scan(&schema, &name, &s.SortBytes)
+		err = conn.QueryRowContext(ctx, q+"TABLE_SCHEMA NOT IN ('mysql', 'sys', 'information_schema', 'performance_schema') ORDER BY DATA_LENGTH DESC LIMIT 1").Scan(&schema, &name, &s.SortBytes)
 		if errors.Is(err, sql.ErrNoRows) {
 			s.SortWhat = "no user table on the server"
 			return nil
 		}
-		s.SortWhat = fmt.Sprintf("the data of the largest table, %s.%s", schema, name)
+		s.SortWhat = fmt.Sprintf("the data of the largest table, %s.%s, which bounds its index entries", schema, name)
 	}
 	if err != nil {
 		return fmt.Errorf("read table sizes: %w", err)
@@ -117,6 +124,7 @@ func sample(ctx context.Context, db *sql.DB, window time.Duration) (Activity, er
 		return a, err
 	}
 	secs := time.Since(start).Seconds()
+	a.WindowSeconds = secs // the rates are over the time measured
 	// Each SHOW counts as nothing here: it is no write statement.
 	for _, c := range writeCounters {
 		a.WritesPerSec += delta(before, after, c) / secs
