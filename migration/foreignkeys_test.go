@@ -155,6 +155,13 @@ func anyKey(r *rand.Rand, m map[int64]fkChild) int64 {
 func migrateUnderWriters(t *testing.T, r *migration.Runner, seed uint64, writers int,
 	step func(ctx context.Context, i int, rng *rand.Rand) error, retry ...uint16) (migration.Result, int64, int64) {
 	t.Helper()
+	return runUnderWriters(t, func() (migration.Result, error) { return r.Run(context.Background()) }, seed, writers, step, retry...)
+}
+
+// runUnderWriters is migrateUnderWriters for any run (a group's).
+func runUnderWriters(t *testing.T, run func() (migration.Result, error), seed uint64, writers int,
+	step func(ctx context.Context, i int, rng *rand.Rand) error, retry ...uint16) (migration.Result, int64, int64) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var failed atomic.Value
@@ -183,7 +190,7 @@ func migrateUnderWriters(t *testing.T, r *migration.Runner, seed uint64, writers
 	}
 	time.Sleep(200 * time.Millisecond)
 	migrating.Store(true)
-	res, err := r.Run(context.Background())
+	res, err := run()
 	migrating.Store(false)
 	time.Sleep(200 * time.Millisecond)
 	cancel()

@@ -305,7 +305,9 @@ func swapTogether(ctx context.Context, rs []*Runner) error {
 	lead := rs[0]
 	var tables, spec []string
 	for _, r := range rs {
-		tables = append(tables, r.orig.Name, r.names.Shadow)
+		// The tables the triggers use, which LOCK TABLES locks with the
+		// original (learnTriggerTables), are watched too.
+		tables = append(append(tables, r.orig.Name, r.names.Shadow), r.related...)
 		if r.renameUnderLock() {
 			spec = append(spec, r.orig.Quoted()+" WRITE", dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)+" WRITE")
 		}
@@ -356,7 +358,9 @@ func swapTogether(ctx context.Context, rs []*Runner) error {
 	}
 	release := func() {
 		for _, r := range rs {
-			r.sched.Hold(false)
+			if !r.shadowTriggers.Load() { // copies the failed attempt could not drop (triggersOff)
+				r.sched.Hold(false)
+			}
 		}
 	}
 	attempts := lead.lockAttempts.Load()
@@ -386,8 +390,15 @@ func swapTogether(ctx context.Context, rs []*Runner) error {
 			}
 			r.res.CutoverVerify = time.Since(t) - r.res.CutoverDrain
 		}
+		for _, r := range rs {
+			// Copies of the triggers, or the last look that none appeared
+			// (triggers.go).
+			if err := r.carryTriggers(ctx, lock); err != nil {
+				return triggersOffAll(ctx, rs, lock, fmt.Errorf("%s: %w", r.orig.Name, err))
+			}
+		}
 		if err := renameTogether(ctx, rs, holds); err != nil {
-			return err
+			return triggersOffAll(ctx, rs, lock, err)
 		}
 		for _, r := range rs {
 			r.res.CutoverLock = time.Since(start)
@@ -398,6 +409,16 @@ func swapTogether(ctx context.Context, rs []*Runner) error {
 		return fmt.Errorf("cut-over: %w", err)
 	}
 	return nil
+}
+
+// triggersOffAll drops the copies of the triggers from every shadow of the
+// group after a cut-over attempt that failed before its RENAME
+// (Runner.triggersOff).
+func triggersOffAll(ctx context.Context, rs []*Runner, lock *sql.Conn, cause error) error {
+	for _, r := range rs {
+		cause = r.triggersOff(ctx, lock, cause)
+	}
+	return cause
 }
 
 // verifyAll applies each run's backlog and compares the rows changed since

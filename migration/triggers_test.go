@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -419,5 +420,64 @@ func TestTriggerHeadOutsideASCIIRefused(t *testing.T) {
 	}
 	if trs, err := schema.LoadTriggers(ctx, db.DB, db.Name, "t"); err != nil || len(trs) != 1 || trs[0].Name != "t_\u00e9" {
 		t.Errorf("triggers of t: %+v (%v)", trs, err)
+	}
+}
+
+// TestGroupCarriesTriggers: a group of t, which has the audit triggers, and
+// u, which has none, with writers on both and the group's first RENAME
+// failed by the test: the copies made for the failed attempt are dropped
+// before the apply goes on, the retry makes them again, every write to t
+// left its audit rows exactly once, and every write to u is in the new u.
+func TestGroupCarriesTriggers(t *testing.T) {
+	db := testdb.New(t)
+	const writers = 3
+	ms := newAuditTable(t, db, 5000, writers)
+	db.MustExec(t, "CREATE TABLE u (id INT PRIMARY KEY, v INT NOT NULL)")
+	db.Fill(t, "u", 2000, "n, 0")
+	before := triggersOf(t, db, "t")
+	cfg := config(t, db, "t", "ADD COLUMN extra INT NOT NULL DEFAULT 7")
+	cfg.CarryTriggers = true
+	cfg2 := config(t, db, "u", "ADD COLUMN w INT")
+	migration.FailRenameOnce(db.Name)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	var results []migration.Result
+	var bumps atomic.Int64
+	_, during, deadlocks := runUnderWriters(t, func() (migration.Result, error) {
+		var err error
+		results, err = migration.RunGroup(context.Background(), []migration.Config{cfg, cfg2})
+		return migration.Result{}, err
+	}, seed, writers, func(ctx context.Context, i int, rng *rand.Rand) error {
+		if rng.IntN(3) == 0 {
+			if _, err := db.ExecContext(ctx, "UPDATE u SET v = v + 1 WHERE id = ?", 1+rng.IntN(2000)); err != nil {
+				return err
+			}
+			bumps.Add(1)
+		}
+		return ms[i].step(ctx, db.DB, rng)
+	}, 1213)
+	if during == 0 || len(results) != 2 || results[0].KeysApplied == 0 || results[1].KeysApplied == 0 {
+		t.Fatalf("%d writes during the migration, results %+v: nothing tested the group under writes", during, results)
+	}
+	if migration.RenameFailurePending(db.Name) || results[0].LockAttempts < 3 {
+		t.Errorf("the failed RENAME was not retried (%d lock attempts)", results[0].LockAttempts)
+	}
+	t.Logf("%d writes during the group, %d increments of u, %d deadlocks rolled back; lock held %s", during, bumps.Load(), deadlocks, results[0].CutoverLock)
+	checkAudit(t, db, ms)
+	if after := triggersOf(t, db, "t"); !slices.Equal(after, toggledNames(before)) {
+		t.Errorf("triggers of the new t:\n got  %q\n want %q", after, toggledNames(before))
+	}
+	if old := triggersOf(t, db, "_t_old"); !slices.Equal(old, before) {
+		t.Errorf("triggers of the old t:\n got  %q\n want %q", old, before)
+	}
+	if got := triggersOf(t, db, "u"); len(got) > 0 {
+		t.Errorf("u has triggers: %q", got)
+	}
+	var sum int64
+	var cols string
+	db.QueryRow("SELECT SUM(v) FROM u").Scan(&sum)
+	db.QueryRow("SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'u'", db.Name).Scan(&cols)
+	if sum != bumps.Load() || cols != "id,v,w" {
+		t.Errorf("u: the increments sum to %d, %d were made; columns %s", sum, bumps.Load(), cols)
 	}
 }

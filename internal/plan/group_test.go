@@ -48,7 +48,6 @@ func TestGroupPlan(t *testing.T) {
 	}{
 		{"child", func(t *schema.Table, _ *Server) { t.ForeignKeys = []schema.ForeignKey{{Name: "fk"}} }, "has foreign keys"},
 		{"parent", func(t *schema.Table, _ *Server) { t.Children = []schema.ChildKey{{Table: "items"}} }, "has foreign keys"},
-		{"triggers", func(t *schema.Table, _ *Server) { t.Triggers = []string{"orders_ai"} }, "has triggers"},
 	}
 	for _, c := range cases {
 		tb, s := plain(), srv
