@@ -33,8 +33,11 @@ import (
 //     the next run of the same table drops them first (it holds the table's
 //     run lock, so no live run owns them).
 //
-// The run does not resume: its checkpoint records no position, so the next
-// run starts over, or finds the migration done if the swap had happened.
+// A run that dies leaves its triggers recording into the queue, which then
+// holds every change not yet applied: the next run of the same migration
+// takes them up (takeUpCapture) instead of a binlog position, once it has
+// checked that none of them was dropped and that the original is the table
+// they were made on, unchanged; otherwise it drops them and says what to do.
 
 // triggerCapture reports whether the run captures changes by triggers.
 func (r *Runner) triggerCapture() bool { return r.cfg.Capture == CaptureTriggers }
@@ -113,6 +116,63 @@ func (r *Runner) queueWriters(ctx context.Context, names [3]string, queue string
 	return preflightErr("trigger %s of %s writes to %s, the change-capture queue an earlier run of sluice left; drop that trigger (DROP TRIGGER %s), then run again", name, on, queue, dbconn.QuoteIdent(name))
 }
 
+// takeUpCapture checks, in preflight, that the capture an earlier run left
+// (checkpoint cp) can be taken up: its queue is there, the three triggers
+// are on the original and write to it, no other trigger does, and the
+// original is the table they were made on, with the same definition (a
+// TRUNCATE or an ALTER while sluice was away fires no trigger). The capture
+// triggers are then sluice's, not the table's own.
+func (r *Runner) takeUpCapture(ctx context.Context, cp *checkpoint) error {
+	where := r.cfg.Database + "." + r.names.Checkpoint
+	if !r.triggerCapture() {
+		r.keptCapture = true // for the run with the flag
+		return preflightErr("the checkpoint in %s is of a run that captured changes by triggers: resume it with --capture=triggers, or %s", where, restartHint)
+	}
+	table, names := capture.Names(r.orig.Name)
+	var comment string
+	err := r.db.QueryRowContext(ctx, "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+		r.cfg.Database, table).Scan(&comment)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || err == nil && comment != capture.Comment(r.orig.Name):
+		return preflightErr("the change queue %s of the run in %s is gone, so the changes since it stopped are unknown: %s", table, where, restartHint)
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
+	trs, err := r.captureTriggersIn(ctx, r.db, names, table)
+	if err != nil {
+		return err
+	}
+	on := 0
+	for _, f := range trs {
+		if sameName(f.on, r.orig.Name, r.vars) {
+			on++
+		}
+	}
+	if on != len(names) {
+		return preflightErr("%d of the %d change-capture triggers the run in %s made are on %s (one was dropped, and the writes since went unrecorded): %s",
+			on, len(names), where, r.orig.Name, restartHint)
+	}
+	if err := r.queueWriters(ctx, names, table); err != nil {
+		return err
+	}
+	id, err := capture.Identity(ctx, r.db, r.vars.Flavor, r.orig.Database, r.orig.Name)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
+	def, err := r.definitionOn(ctx, r.db)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrPreflight, err)
+	}
+	switch {
+	case id != cp.TableID:
+		return preflightErr("%s was truncated, made again or rebuilt since the run in %s made its change-capture triggers, which no trigger records: %s", r.orig.Name, where, restartHint)
+	case def != cp.OrigDef:
+		return preflightErr("%s was altered since the run in %s made its change-capture triggers: %s", r.orig.Name, where, restartHint)
+	}
+	r.orig.Triggers = slicesWithout(r.orig.Triggers, names[:])
+	return nil
+}
+
 // captureTrigger is a trigger of one of the capture's names, and its table.
 type captureTrigger struct{ name, on string }
 
@@ -150,7 +210,7 @@ func (r *Runner) captureRefusal(ctx context.Context) error {
 	switch {
 	case !r.triggerCapture():
 		return nil
-	case r.resume != nil:
+	case r.resume != nil && r.resume.Capture != CaptureTriggers:
 		return preflightErr("an earlier run of this migration read the binlog and left a checkpoint; resume it with --capture=binlog, or start over with --restart")
 	}
 	if why := plan.CaptureRefusal(r.orig); why != "" {
@@ -204,6 +264,13 @@ func (r *Runner) checkTriggerCapture(ctx context.Context) error {
 	if _, err := capture.Identity(ctx, r.db, r.vars.Flavor, t.Database, t.Name); err != nil {
 		return preflightErr("%v; --capture=triggers compares it at the cut-over to see a TRUNCATE, which fires no trigger: use the binlog, or rename the table", err)
 	}
+	if r.resume != nil {
+		// The earlier run's queue and triggers (takeUpCapture), and what
+		// the cut-over compares, as they were made.
+		r.queue, r.queueMade, r.tableID, r.origDef = q, true, r.resume.TableID, r.resume.OrigDef
+		r.captureTriggers.Store(true)
+		return nil
+	}
 	if exists, err := r.tableExists(ctx, q.Table); err != nil {
 		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	} else if exists {
@@ -237,8 +304,24 @@ func (r *Runner) probeCapture(ctx context.Context) error {
 // metadata-lock guard: CREATE TRIGGER waits for every transaction on the
 // table), records what the cut-over compares, and starts the poller.
 func (r *Runner) startTriggerCapture(ctx context.Context, cancel context.CancelCauseFunc) error {
-	// The checkpoint says so before anything is made: a run that dies is
-	// not resumed, and one that dies after its swap is known to be done.
+	if r.resume == nil {
+		if err := r.makeTriggerCapture(ctx); err != nil {
+			return err
+		}
+	}
+	r.poller = capture.NewPoller(r.queue, sinks{sched: r.sched, tracker: r.tracker})
+	r.sched.SetClock(r.poller.Round)
+	r.log.Info("changes are captured by triggers", "queue", r.queue.Table, "triggers", strings.Join(r.queue.Triggers[:], ", "), "taken_up", r.resume != nil)
+	go r.pollQueue(ctx, cancel)
+	return nil
+}
+
+// makeTriggerCapture makes the queue and the triggers of a fresh run, and
+// records in the checkpoint what they were made on.
+func (r *Runner) makeTriggerCapture(ctx context.Context) error {
+	// The checkpoint says so before anything is made: a run that dies
+	// before the triggers are all made starts over, one that dies after its
+	// swap is known to be done.
 	r.ckptMu.Lock()
 	r.ckpt.Capture = CaptureTriggers
 	r.ckpt.Artifacts = append(r.ckpt.Artifacts, r.queue.Table)
@@ -283,11 +366,12 @@ func (r *Runner) startTriggerCapture(ctx context.Context, cancel context.CancelC
 	if err := r.recheckOriginal(ctx); err != nil {
 		return err
 	}
-	r.poller = capture.NewPoller(r.queue, sinks{sched: r.sched, tracker: r.tracker})
-	r.sched.SetClock(r.poller.Round)
-	r.log.Info("changes are captured by triggers", "queue", r.queue.Table, "triggers", strings.Join(r.queue.Triggers[:], ", "))
-	go r.pollQueue(ctx, cancel)
-	return nil
+	// From here a run taken up resumes: everything to copy, every change
+	// in the queue.
+	r.ckptMu.Lock()
+	defer r.ckptMu.Unlock()
+	r.ckpt.TableID, r.ckpt.OrigDef, r.ckpt.Todo = r.tableID, r.origDef, []todoSpan{{}}
+	return r.saveCheckpoint(ctx, r.ckpt)
 }
 
 // pollQueue reads the queue every 20 ms, and every second deletes the rows
@@ -321,13 +405,16 @@ func (r *Runner) pollQueue(ctx context.Context, cancel context.CancelCauseFunc) 
 	}
 }
 
-// trimQueue deletes the queue rows whose keys are all applied.
+// trimQueue deletes the queue rows whose keys are all applied. A key held
+// for the copy counts as not applied (Scheduler.Pending): once the copy
+// passes it, its change is to apply, and a run that takes the queue up
+// after a death would not see it if its row were gone.
 func (r *Runner) trimQueue(ctx context.Context) error {
 	// The round first: every key marked before it is in the scheduler when
-	// Progress looks (as for a checkpoint).
+	// Pending looks (as for a checkpoint).
 	since := r.poller.Round()
-	if p := r.sched.Progress(); p.HasSince && p.Since.Compare(since) < 0 {
-		since = p.Since
+	if p, ok := r.sched.Pending(); ok && p.Compare(since) < 0 {
+		since = p
 	}
 	_, err := r.poller.Forget(ctx, r.db, since)
 	return err

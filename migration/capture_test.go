@@ -277,3 +277,102 @@ func TestQueueNameOfAnother(t *testing.T) {
 	}
 	t.Logf("old table %s", res.OldTable)
 }
+
+// TestTakeUpTriggerCapture: what a run checks before it takes up the
+// triggers and queue of a run killed in its copy. The application writes
+// while no sluice runs; then the same ALTER without --capture=triggers is
+// refused and leaves the triggers recording; with it, the run resumes and
+// the table holds every write. A second migration killed the same way
+// finds one of its triggers dropped, a third its table rebuilt: each is
+// refused in one line that says --restart, its triggers are gone, and
+// --restart then migrates the table with every write.
+func TestTakeUpTriggerCapture(t *testing.T) {
+	if os.Getenv("SLUICE_RESUME_CHILD") != "" {
+		t.Skip()
+	}
+	db := tableT(t, 100000)
+	sum := func() (int64, int64) {
+		var s, n int64
+		db.QueryRow("SELECT SUM(v), COUNT(*) FROM t").Scan(&s, &n)
+		return s, n
+	}
+	next := 200000
+	killedInCopy := func(alter string) {
+		t.Helper()
+		c := startChild(t, childJob{DSN: os.Getenv(testdb.Env), Database: db.Name, Table: "t", Alter: alter,
+			Every: 100 * time.Millisecond, Capture: migration.CaptureTriggers})
+		if err, killed := c.killIn("copy", 150*time.Millisecond); !killed {
+			t.Fatalf("the run was not killed in its copy (%v):\n%s", err, c.out)
+		}
+		if trs := allTriggers(t, db); len(trs) != 3 {
+			t.Fatalf("after the kill the triggers are %v, want the three capture triggers", trs)
+		}
+		// Writes no sluice sees but through the triggers.
+		next += 2
+		db.MustExec(t, "UPDATE t SET v = -v WHERE id % 1000 = 7", "DELETE FROM t WHERE id % 1000 = 8",
+			fmt.Sprintf("INSERT INTO t (id, v) VALUES (%d, 5), (%d, 6)", next, next+1))
+	}
+	run := func(alter string, edit func(*migration.Config)) (migration.Result, error) {
+		cfg := config(t, db, "t", alter)
+		edit(&cfg)
+		return mustRunner(t, cfg).Run(context.Background())
+	}
+	byTriggers := func(c *migration.Config) { c.Capture = migration.CaptureTriggers }
+	check := func(what string) {
+		t.Helper()
+		if trs := allTriggers(t, db); len(trs) > 0 {
+			t.Errorf("%s: triggers left: %v", what, trs)
+		}
+	}
+
+	const first = "ADD COLUMN extra INT NOT NULL DEFAULT 7"
+	killedInCopy(first)
+	wantSum, wantRows := sum()
+	_, err := run(first, func(*migration.Config) {})
+	if err == nil || !strings.Contains(err.Error(), "resume it with --capture=triggers") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("the run without --capture=triggers: %v, want a one-line refusal saying to resume with it", err)
+	}
+	if trs := allTriggers(t, db); len(trs) != 3 {
+		t.Fatalf("the refusal dropped the triggers the run with the flag needs: %v", trs)
+	}
+	db.MustExec(t, "UPDATE t SET v = v + 1 WHERE id = 3")
+	wantSum++
+	res, err := run(first, byTriggers)
+	if err != nil || !res.Resumed || res.RowsCopied >= 100000 {
+		t.Fatalf("the run with --capture=triggers did not take up the earlier one: %v, resumed %v, copied %d", err, res.Resumed, res.RowsCopied)
+	}
+	if s, n := sum(); s != wantSum || n != wantRows {
+		t.Errorf("after the resumed run: sum %d rows %d, want %d and %d", s, n, wantSum, wantRows)
+	}
+	check("after the resumed run")
+	t.Logf("resumed: copied %d rows again, %d keys applied", res.RowsCopied, res.KeysApplied)
+
+	for _, tc := range []struct{ name, alter, meddle, want string }{
+		{"a trigger dropped", "DROP COLUMN extra", "DROP TRIGGER _t_chg_d", "of the 3 change-capture triggers"},
+		{"the table rebuilt", "ADD COLUMN extra2 INT", "ALTER TABLE t FORCE", "truncated, made again or rebuilt"},
+	} {
+		db.MustExec(t, "DROP TABLE IF EXISTS _t_old")
+		killedInCopy(tc.alter)
+		trs := allTriggers(t, db)
+		if tc.name == "a trigger dropped" && !slices.Contains(trs, "t._t_chg_d") {
+			t.Fatalf("the capture triggers are %v: the test drops one that does not exist", trs)
+		}
+		db.MustExec(t, tc.meddle)
+		wantSum, wantRows = sum()
+		_, err := run(tc.alter, byTriggers)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "--restart") || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("%s: got %v, want one line saying %q and --restart", tc.name, err, tc.want)
+		}
+		if trs := allTriggers(t, db); len(trs) > 0 {
+			t.Errorf("%s: the refusal left the triggers that can no longer be taken up: %v", tc.name, trs)
+		}
+		res, err := run(tc.alter, func(c *migration.Config) { byTriggers(c); c.Restart = true })
+		if err != nil || res.Resumed {
+			t.Fatalf("%s: --restart: %v (resumed %v)", tc.name, err, res.Resumed)
+		}
+		if s, n := sum(); s != wantSum || n != wantRows {
+			t.Errorf("%s: after --restart: sum %d rows %d, want %d and %d", tc.name, s, n, wantSum, wantRows)
+		}
+		check(tc.name)
+	}
+}

@@ -67,8 +67,14 @@ type checkpoint struct {
 	// to the next (foreignkeys.go).
 	OldChild string `json:"old_child,omitempty"`
 	// Capture is "triggers" for a run that captures changes by triggers
-	// (capture.go): it records no position, and does not resume.
+	// (capture.go): it records no position; its queue, which the triggers
+	// go on filling after a death, holds every change not yet applied.
+	// TableID and OrigDef are the original's InnoDB id and definition hash
+	// when the triggers were made; a checkpoint without them (the run died
+	// making its triggers) does not resume.
 	Capture string    `json:"capture,omitempty"`
+	TableID uint64    `json:"table_id,omitempty"`
+	OrigDef string    `json:"orig_def,omitempty"`
 	At      time.Time `json:"at"`
 	// Run is the RunID of the run that wrote it: a statement of that run
 	// may still run on the server after sluice died (resume.go ends them).
@@ -216,6 +222,16 @@ func hashDefinition(ddl string, stripIndexes bool) string {
 // binlog position, or at once by a run that captures by triggers.
 func (cp *checkpoint) written() bool { return cp.File != "" || cp.Capture != "" }
 
+// resumable reports whether a run may take the checkpoint up: it has a
+// binlog position, or the capture triggers were all made and what they were
+// made on recorded.
+func (cp *checkpoint) resumable() bool {
+	if cp.Capture == CaptureTriggers {
+		return cp.TableID != 0 && cp.OrigDef != ""
+	}
+	return cp.File != ""
+}
+
 // position returns the checkpoint's binlog position.
 func (cp *checkpoint) position() binlog.Position {
 	return binlog.Position{File: cp.File, Pos: cp.Pos}
@@ -295,14 +311,18 @@ func (r *Runner) checkpointLoop(ctx context.Context) {
 // binlog position a resumed run must read from (see Scheduler.Progress).
 func (r *Runner) writeCheckpoint(ctx context.Context) error {
 	// The stream's position first: every key marked up to it is in the
-	// scheduler when Progress looks.
-	now := r.streamer.Position()
+	// scheduler when Progress looks. Capture by triggers has none to
+	// record: the queue keeps every change until it is applied (trimQueue).
+	var now binlog.Position
+	if r.streamer != nil {
+		now = r.streamer.Position()
+	}
 	p := r.sched.Progress()
 	r.ckptMu.Lock()
 	defer r.ckptMu.Unlock()
 	cp := *r.ckpt
 	pos := now
-	if p.HasSince && p.Since.Compare(now) < 0 {
+	if r.streamer != nil && p.HasSince && p.Since.Compare(now) < 0 {
 		pos = p.Since
 	}
 	cp.File, cp.Pos, cp.Copied, cp.Todo = pos.File, pos.Pos, p.Copied, todoSpans(p.Todo)
@@ -323,7 +343,7 @@ func (r *Runner) writeCheckpoint(ctx context.Context) error {
 // work; the apply workers have stopped or are stopping, so it is as late as
 // the last applied change.
 func (r *Runner) finalCheckpoint(ctx context.Context) error {
-	if r.streamer == nil || r.sched == nil {
+	if r.streamer == nil && r.poller == nil || r.sched == nil {
 		return nil
 	}
 	return r.writeCheckpoint(ctx)

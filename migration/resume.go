@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/capture"
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/mdl"
 	"github.com/sluicedb/sluice/internal/ranges"
@@ -77,7 +78,7 @@ const restartHint = "run with --restart to drop it and start over"
 // (preflight, with the run lock held). It sets r.resume to a checkpoint to
 // take up, or r.res.AlreadyDone when that run had swapped the tables, or
 // refuses with one line saying what does not match.
-func (r *Runner) previousRun(ctx context.Context) error {
+func (r *Runner) previousRun(ctx context.Context) (err error) {
 	cp, found, err := loadCheckpoint(ctx, r.db, r.cfg.Database, r.names.Checkpoint)
 	if err != nil {
 		if r.cfg.Restart {
@@ -98,8 +99,16 @@ func (r *Runner) previousRun(ctx context.Context) error {
 	}
 	// Once the earlier run's statements have ended (a CREATE TRIGGER of its
 	// own could land after this otherwise), and before its queue goes with
-	// its other tables: capture.go.
-	if err := r.dropLeftoverCapture(ctx); err != nil {
+	// its other tables: capture.go. A run that captured by triggers keeps
+	// them if it is taken up (its queue holds the changes it has not
+	// applied); they go as soon as it is not.
+	if keep := found && cp != nil && !r.cfg.Restart && cp.Capture == CaptureTriggers && cp.resumable(); keep {
+		defer func() {
+			if r.resume == nil && !r.keptCapture {
+				err = errors.Join(err, r.dropLeftoverCapture(ctx))
+			}
+		}()
+	} else if err := r.dropLeftoverCapture(ctx); err != nil {
 		return err
 	}
 	if !found {
@@ -150,9 +159,9 @@ func (r *Runner) previousRun(ctx context.Context) error {
 		}
 		return preflightErr("the checkpoint in %s has no shadow table %s to resume: %s", where, r.names.Shadow, restartHint)
 	}
-	if cp.Capture == CaptureTriggers {
+	if !cp.resumable() {
 		// Its triggers and queue are gone already (dropLeftoverCapture).
-		r.log.Info("an earlier run captured changes by triggers, which does not resume; starting over", "shadow", r.names.Shadow)
+		r.log.Info("the earlier run died while it made its change-capture triggers; starting over", "shadow", r.names.Shadow)
 		return r.dropPrevious(ctx, cp)
 	}
 	if h, err := definitionHash(ctx, r.db, r.cfg.Database, r.cfg.Table, false); err != nil {
@@ -174,7 +183,11 @@ func (r *Runner) previousRun(ctx context.Context) error {
 	if uuid != cp.Server {
 		return preflightErr("the checkpoint in %s was written on another server (%s, this is %s): %s", where, cp.Server, uuid, restartHint)
 	}
-	if ok, err := r.binlogHas(ctx, cp.File); err != nil {
+	if cp.Capture == CaptureTriggers {
+		if err := r.takeUpCapture(ctx, cp); err != nil { // capture.go
+			return err
+		}
+	} else if ok, err := r.binlogHas(ctx, cp.File); err != nil {
 		return err
 	} else if !ok {
 		return preflightErr("binlog %s, from which the checkpoint in %s resumes, has been purged: %s", cp.File, where, restartHint)
@@ -241,6 +254,11 @@ func (r *Runner) tableExists(ctx context.Context, name string) (bool, error) {
 // goes only with a checkpoint beside it: a _T_new without one may be
 // another tool's.
 func (r *Runner) dropPrevious(ctx context.Context, cp *checkpoint) error {
+	// Capture triggers before their queue, which goes with the artifacts:
+	// a write that fires one would fail on the missing table.
+	if err := r.dropLeftoverCapture(ctx); err != nil {
+		return err
+	}
 	if err := r.restoreChildren(ctx); err != nil {
 		return err
 	}
@@ -347,8 +365,13 @@ func (r *Runner) resumeShadow(ctx context.Context) error {
 		}
 	}
 	r.res.Resumed, r.res.ResumedRows = true, r.resume.Rows
-	r.log.Info("resuming the earlier run from its checkpoint", "checkpoint", r.names.Checkpoint, "written", r.resume.At.Format(time.RFC3339),
-		"copy_done", r.resume.Copied, "rows_copied", r.resume.Rows, "binlog", r.resume.position().String())
+	from := []any{"binlog", r.resume.position().String()}
+	if r.resume.Capture == CaptureTriggers {
+		queue, _ := capture.Names(r.orig.Name)
+		from = []any{"queue", queue}
+	}
+	r.log.Info("resuming the earlier run from its checkpoint", append([]any{"checkpoint", r.names.Checkpoint, "written", r.resume.At.Format(time.RFC3339),
+		"copy_done", r.resume.Copied, "rows_copied", r.resume.Rows}, from...)...)
 	return r.shadowReady(ctx)
 }
 

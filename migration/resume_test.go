@@ -142,6 +142,20 @@ func (c *childRun) result(t *testing.T) (migration.Result, string) {
 // replayed onto a reference table). SLUICE_RESUME_SEED replays the kill
 // times.
 func TestKillAndResume(t *testing.T) {
+	killAndResume(t, "", 20)
+}
+
+// TestKillAndResumeByTriggers: TestKillAndResume with the changes captured
+// by triggers (--capture=triggers): a run killed after its triggers are made
+// leaves them recording into the queue, and the same command again takes
+// them up with the shadow; at least 10 kills.
+func TestKillAndResumeByTriggers(t *testing.T) {
+	killAndResume(t, migration.CaptureTriggers, 10)
+}
+
+// killAndResume is TestKillAndResume, with the capture given and at least
+// minKills kills.
+func killAndResume(t *testing.T, captureBy string, minKills int) {
 	if os.Getenv("SLUICE_RESUME_CHILD") != "" {
 		t.Skip()
 	}
@@ -161,20 +175,20 @@ func TestKillAndResume(t *testing.T) {
 	stop := w.start(t, db)
 	defer stop()
 	alters := []string{"ADD COLUMN extra INT NOT NULL DEFAULT 7", "DROP COLUMN extra"}
-	kills, resumed, migrations := 0, 0, 0
+	kills, resumed, migrations, tookUp := 0, 0, 0, 0
 	var recopies []float64 // rows copied again on resume, in checkpoint intervals of copying
 	perInterval := 0.0     // rows the last run killed in its copy copied an interval
 	phasesHit := map[string]int{}
 	// Until 20 kills, and until a run resumed after a kill in a fresh
 	// run's copy has measured what it copies again (a kill before the
 	// first checkpoint leaves nothing to resume), for up to 8 migrations.
-	for kills < 20 || migrations == 0 || len(recopies) == 0 && migrations < 8 {
+	for kills < minKills || migrations == 0 || len(recopies) == 0 && migrations < 8 {
 		job := childJob{DSN: os.Getenv(testdb.Env), Database: db.Name, Table: "t", Alter: alters[migrations%2],
-			Postpone: rng.IntN(4) == 0, Every: 200 * time.Millisecond}
+			Postpone: rng.IntN(4) == 0, Every: 200 * time.Millisecond, Capture: captureBy}
 		here := 0 // kills in this migration: at most five, so that several migrations are killed in their first copy
 		for {
 			c := startChild(t, job)
-			final := kills >= 20 && (len(recopies) > 0 || migrations >= 7) || here >= 5
+			final := kills >= minKills && (len(recopies) > 0 || migrations >= 7) || here >= 5
 			trigger := job.Postpone && (final || rng.IntN(2) == 0)
 			if trigger {
 				go triggerWhenPostponed(db, "t", c)
@@ -247,6 +261,9 @@ func TestKillAndResume(t *testing.T) {
 				if res.Resumed || res.AlreadyDone {
 					resumed++
 				}
+				if res.Resumed {
+					tookUp++
+				}
 				break
 			}
 			res, errLine := c.result(t)
@@ -265,8 +282,8 @@ func TestKillAndResume(t *testing.T) {
 	w.replay(t, db, "model_ref")
 	compare(t, db, "t", "model_ref", "id, k, c, pad", "id")
 	t.Logf("%d migrations, %d kills, %d runs resumed; kills by phase %v; %d writes", migrations, kills, resumed, phasesHit, w.ops.Load())
-	if resumed == 0 {
-		t.Error("no run resumed: the kills all missed the migrations")
+	if resumed == 0 || tookUp == 0 {
+		t.Errorf("%d runs resumed, %d of them took up a shadow: the kills all missed the migrations", resumed, tookUp)
 	}
 	// A resumed run copies again only what the killed one copied after its
 	// last checkpoint: at most about one interval's worth (plus the chunks

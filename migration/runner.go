@@ -53,6 +53,7 @@ type Runner struct {
 	poller          *capture.Poller
 	queueMade       bool
 	captureTriggers atomic.Bool
+	keptCapture     bool // an earlier run's, left for a run with --capture=triggers
 	tableID         uint64
 	origDef         string
 	// copier is set by the copy phase and read by the progress reporter.
@@ -249,7 +250,7 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 	// A run that failed in a way a later run can get past keeps its work.
 	// The checkpoint loop may still be writing it.
 	r.ckptMu.Lock()
-	recorded := r.ckpt != nil && r.ckpt.File != ""
+	recorded := r.ckpt != nil && r.ckpt.resumable()
 	r.ckptMu.Unlock()
 	keep := runErr != nil && resumable(runErr) && r.shadowCreated && !r.swapped.Load() && recorded
 	if keep {
@@ -420,9 +421,7 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 			cancel(err)
 		}
 	}()
-	if !r.triggerCapture() {
-		go r.checkpointLoop(ctx) // capture by triggers does not resume (capture.go)
-	}
+	go r.checkpointLoop(ctx)
 	return nil
 }
 

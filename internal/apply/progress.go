@@ -236,6 +236,26 @@ func (f *frontier) todo() []ranges.Span {
 	return out
 }
 
+// Pending returns the earliest position of a mark of any key not yet
+// applied, those waiting for the copy inside Todo included (Progress leaves
+// them out: their rows are copied again on resume, but only while they are
+// inside Todo; once the copy passes them they count again, with their old
+// marks). Capture by triggers keeps a queue row until this passes its round,
+// so that the queue holds every change not yet applied whatever the copy
+// has done since.
+func (s *Scheduler) Pending() (binlog.Position, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var earliest binlog.Position
+	has := false
+	for _, pos := range s.since {
+		if !has || pos.Compare(earliest) < 0 {
+			earliest, has = pos, true
+		}
+	}
+	return earliest, has
+}
+
 // Progress returns the copy's intervals still to do and the earliest
 // position of a change not yet applied outside them (see the top of this
 // file).

@@ -19,7 +19,9 @@ import (
 // Progress gives (Todo, position); then every key outside Todo must have
 // been copied, and every change to it in a transaction at or before the
 // position must be reflected in its row (by the copy's read or by an
-// application taken after the change). SLUICE_PROGRESS_SEED replays a case.
+// application taken after the change), and every change its row does not
+// reflect must still be in a queue trimmed by Pending (capture by triggers).
+// SLUICE_PROGRESS_SEED replays a case.
 func TestProgressModel(t *testing.T) {
 	seeds := []uint64{rand.Uint64(), rand.Uint64(), rand.Uint64(), 1, 2, 3}
 	if s := os.Getenv("SLUICE_PROGRESS_SEED"); s != "" {
@@ -137,6 +139,7 @@ func progressModel(t *testing.T, seed uint64) int {
 	var inflight [][]rowkey.Key // batches taken, not yet done
 	cut, copiedSeq := 0, map[int]bool{}
 	cutAt := map[int]int{}
+	forgotten := map[[2]int]bool{} // (key, transaction) marks a trimmed queue no longer holds
 	checks := 0
 	for step := 0; step < 3000; step++ {
 		switch p := r.IntN(100); {
@@ -188,6 +191,20 @@ func progressModel(t *testing.T, seed uint64) int {
 				appliedAt[int(key[0].(int64))] = taken[key.Encode()]
 			}
 			s.Done(b)
+		case p < 96:
+			// Capture by triggers trims its queue: a mark goes once
+			// Pending (or, with nothing held, the clock) is past it.
+			since, ok := s.Pending()
+			if !ok || int(since.Pos) > tx {
+				since = pos(tx)
+			}
+			for n, ms := range marks {
+				for _, m := range ms {
+					if m-1 < int(since.Pos) { // its Add saw the clock at m-1
+						forgotten[[2]int{n, m}] = true
+					}
+				}
+			}
 		default:
 			pr := s.Progress()
 			if !pr.Tracked || pr.Copied {
@@ -218,6 +235,13 @@ func progressModel(t *testing.T, seed uint64) int {
 					if m <= p && m > fresh {
 						t.Fatalf("seed %d step %d: key %d changed in transaction %d, at or before the position %d, but its row reflects only %d",
 							seed, step, n, m, p, fresh)
+					}
+					// A run taking up the queue instead of a position reads
+					// all of it: a change the row does not reflect must be
+					// in it still.
+					if m > fresh && forgotten[[2]int{n, m}] {
+						t.Fatalf("seed %d step %d: key %d changed in transaction %d, which its row does not reflect (only %d), and the queue forgot it",
+							seed, step, n, m, fresh)
 					}
 				}
 			}
