@@ -35,21 +35,10 @@ func RenameFailurePending(database string) bool {
 	return ok
 }
 
-var renameHooks sync.Map // database -> func()
-
-// BeforeRenameOnce runs fn once, in the next cut-over in database, under
-// the cut-over's locks right before the tables are renamed.
-func BeforeRenameOnce(database string, fn func()) {
-	renameHooks.Store(database, fn)
-}
-
 func init() {
 	beforeRename = func(database string) error {
 		if _, ok := failRename.LoadAndDelete(database); ok {
 			return fmt.Errorf("%w: the test failed this RENAME", mdl.ErrRetry)
-		}
-		if fn, ok := renameHooks.LoadAndDelete(database); ok {
-			fn.(func())()
 		}
 		return nil
 	}

@@ -21,9 +21,8 @@ import (
 // its cut-over until every other has come there too. The last to arrive takes
 // one LOCK TABLES of every original and shadow through the metadata-lock
 // guard, drains and verifies each table on that connection, and swaps them all
-// in one RENAME TABLE, which the server carries out atomically: the
-// application sees every table changed, or none. (MariaDB refuses RENAME
-// under LOCK TABLES: groupsentry.go says how it is done there.) A table whose run fails stops the
+// in one RENAME TABLE, which MySQL carries out atomically: the application
+// sees every table changed, or none. A table whose run fails stops the
 // others: no table is swapped, every original stays as it was.
 
 // RunGroup migrates the tables of cfgs, one Config each, in one database, and
@@ -300,7 +299,7 @@ func (g *group) cutover() {
 }
 
 // swapTogether is the group's cut-over: Runner.cutover for several tables
-// at once (on MySQL, RENAME under LOCK TABLES; on MariaDB, groupsentry.go).
+// at once, on MySQL (RENAME under LOCK TABLES).
 func swapTogether(ctx context.Context, rs []*Runner) error {
 	lead := rs[0]
 	var tables, spec []string
@@ -308,14 +307,7 @@ func swapTogether(ctx context.Context, rs []*Runner) error {
 		// The tables the triggers use, which LOCK TABLES locks with the
 		// original (learnTriggerTables), are watched too.
 		tables = append(append(tables, r.orig.Name, r.names.Shadow), r.related...)
-		if r.renameUnderLock() {
-			spec = append(spec, r.orig.Quoted()+" WRITE", dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)+" WRITE")
-		}
-	}
-	if !lead.renameUnderLock() {
-		// Writes stop, the shadows stay free for the RENAME; each other
-		// original is locked on a connection of its own (groupsentry.go).
-		spec = []string{lead.orig.Quoted() + " READ"}
+		spec = append(spec, r.orig.Quoted()+" WRITE", dbconn.QuoteTable(r.cfg.Database, r.names.Shadow)+" WRITE")
 	}
 	for _, r := range rs {
 		if err := r.waitReplicas(ctx); err != nil {
@@ -331,13 +323,6 @@ func swapTogether(ctx context.Context, rs []*Runner) error {
 		}
 	}
 	before := func(ctx context.Context) error {
-		for _, r := range rs {
-			if !r.renameUnderLock() {
-				if err := r.makeSentry(ctx); err != nil {
-					return err
-				}
-			}
-		}
 		if err := verifyAll(ctx, rs, 3); err != nil {
 			return err
 		}
@@ -373,16 +358,6 @@ func swapTogether(ctx context.Context, rs []*Runner) error {
 	}()
 	err := lead.withLocks(ctx, "cut-over", tables, strings.Join(spec, ", "), before, release, func(ctx context.Context, lock *sql.Conn) error {
 		start := time.Now()
-		holds := []*sql.Conn{lock}
-		if !lead.renameUnderLock() {
-			var release func()
-			var err error
-			holds, release, err = holdEach(ctx, rs, lock)
-			defer release()
-			if err != nil {
-				return err
-			}
-		}
 		for _, r := range rs {
 			t := time.Now()
 			if err := r.finishLocked(ctx, lock); err != nil {
@@ -397,7 +372,7 @@ func swapTogether(ctx context.Context, rs []*Runner) error {
 				return triggersOffAll(ctx, rs, lock, fmt.Errorf("%s: %w", r.orig.Name, err))
 			}
 		}
-		if err := renameTogether(ctx, rs, holds); err != nil {
+		if err := renameTogether(ctx, rs, lock); err != nil {
 			return triggersOffAll(ctx, rs, lock, err)
 		}
 		for _, r := range rs {
@@ -448,19 +423,13 @@ func verifyAll(ctx context.Context, rs []*Runner, passes int) error {
 
 // renameTogether renames each original to its old name and each shadow to
 // its original's name in one RENAME TABLE, on lock, which holds the cut-over's
-// locks of every table: holds[0] (on MariaDB, holds[i] holds rs[i]'s
-// original: renameBySentries).
-func renameTogether(ctx context.Context, rs []*Runner, holds []*sql.Conn) error {
-	lock := holds[0]
-	if rs[0].renameUnderLock() {
-		// Each statement here is quick (metadata only, every lock held),
-		// and one cut short by a cancellation would go on in the server
-		// without its locks: they run to their end. (The sentries' RENAME
-		// is killed instead, while a sentry still stops it.)
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-	}
+// locks of every table.
+func renameTogether(ctx context.Context, rs []*Runner, lock *sql.Conn) error {
+	// Each statement here is quick (metadata only, every lock held), and
+	// one cut short by a cancellation would go on in the server without its
+	// locks: they run to their end.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
 	var pairs []string
 	for _, r := range rs {
 		// A key added since the preflight would follow the RENAME to the
@@ -483,12 +452,8 @@ func renameTogether(ctx context.Context, rs []*Runner, holds []*sql.Conn) error 
 		}
 	}
 	err := beforeRename(rs[0].cfg.Database) // a test's failed RENAME (export_test.go)
-	switch {
-	case err != nil:
-	case rs[0].renameUnderLock():
+	if err == nil {
 		_, err = lock.ExecContext(ctx, "RENAME TABLE "+strings.Join(pairs, ", "))
-	default:
-		err = renameBySentries(ctx, rs, holds)
 	}
 	if err != nil && rs[0].renamed(ctx) {
 		err = nil // the RENAME is atomic: it committed, only its reply was lost

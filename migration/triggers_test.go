@@ -430,6 +430,7 @@ func TestTriggerHeadOutsideASCIIRefused(t *testing.T) {
 // left its audit rows exactly once, and every write to u is in the new u.
 func TestGroupCarriesTriggers(t *testing.T) {
 	db := testdb.New(t)
+	db.SkipUnless(t, dbconn.MySQL, "several tables in one cut-over need RENAME under LOCK TABLES")
 	const writers = 3
 	ms := newAuditTable(t, db, 5000, writers)
 	db.MustExec(t, "CREATE TABLE u (id INT PRIMARY KEY, v INT NOT NULL)")
@@ -449,7 +450,8 @@ func TestGroupCarriesTriggers(t *testing.T) {
 		return migration.Result{}, err
 	}, seed, writers, func(ctx context.Context, i int, rng *rand.Rand) error {
 		if rng.IntN(3) == 0 {
-			if _, err := db.ExecContext(ctx, "UPDATE u SET v = v + 1 WHERE id = ?", 1+rng.IntN(2000)); err != nil {
+			// Not cut short by the writers' stop: one that commits is counted.
+			if _, err := db.Exec("UPDATE u SET v = v + 1 WHERE id = ?", 1+rng.IntN(2000)); err != nil {
 				return err
 			}
 			bumps.Add(1)

@@ -14,6 +14,8 @@ import (
 // which the single-table cut-over carries, are not carried by a group's yet.
 func GroupRefusal(t *schema.Table, srv Server) string {
 	switch {
+	case srv.MariaDB:
+		return "several tables in one cut-over need RENAME TABLE under LOCK TABLES, which MariaDB does not allow: migrate the tables one by one"
 	case len(t.ForeignKeys) > 0 || len(t.Children) > 0:
 		return fmt.Sprintf("table %s has foreign keys; several tables in one cut-over do not carry foreign keys yet: migrate it on its own", t.Name)
 	}
@@ -25,10 +27,6 @@ func GroupRefusal(t *schema.Table, srv Server) string {
 func GroupPart(t *schema.Table, srv Server) string {
 	if why := GroupRefusal(t, srv); why != "" {
 		return "refused: " + why
-	}
-	if srv.MariaDB {
-		// MariaDB refuses RENAME TABLE under LOCK TABLES (migration/groupsentry.go).
-		return "copied beside the group's other tables and swapped with them in one RENAME TABLE, sent while every table is read-locked and let go one table at a time as the RENAME takes it; if any table's migration fails, none is swapped"
 	}
 	return "copied beside the group's other tables and swapped with them in one RENAME TABLE, under one lock of every table; if any table's migration fails, none is swapped"
 }
