@@ -283,8 +283,9 @@ func killAndResume(t *testing.T, captureBy string, minKills int) {
 	w.replay(t, db, "model_ref")
 	compare(t, db, "t", "model_ref", "id, k, c, pad", "id")
 	t.Logf("%d migrations, %d kills, %d runs resumed; kills by phase %v; %d writes", migrations, kills, resumed, phasesHit, w.ops.Load())
-	if resumed == 0 || tookUp == 0 {
-		t.Errorf("%d runs resumed, %d of them took up a shadow: the kills all missed the migrations", resumed, tookUp)
+	if tookUp == 0 {
+		// (A run that resumed may itself be killed: counted from its log.)
+		t.Errorf("no run resumed from a checkpoint (%d finished runs resumed or found the swap done): the kills all missed the migrations", resumed)
 	}
 	// A resumed run copies again only what the killed one copied after its
 	// last checkpoint: at most about one interval's worth (plus the chunks
