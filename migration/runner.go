@@ -95,7 +95,10 @@ type Runner struct {
 	// renaming is set just before the RENAME is sent: from then on the binlog
 	// reader may see sluice's own RENAME, which is no reason to stop.
 	renaming atomic.Bool
-	phase    atomic.Value // string
+	// applyDone is closed when the apply workers stop, applyErr set first.
+	applyDone chan struct{}
+	applyErr  error
+	phase     atomic.Value // string
 	// lockAttempts counts Result.LockAttempts: an apply worker settling a
 	// unique-key conflict takes a lock too (settleConflict).
 	lockAttempts atomic.Int64
@@ -377,9 +380,13 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)
+	r.applyDone = make(chan struct{})
 	go func() {
 		defer wg.Done()
-		if err := r.applier.Run(ctx); err != nil && !r.settling() {
+		err := r.applier.Run(ctx)
+		r.applyErr = err
+		close(r.applyDone)
+		if err != nil && !r.settling() {
 			if errors.Is(err, apply.ErrDuplicate) && !errors.Is(err, errCollision) {
 				err = fmt.Errorf("%w: %w", errCollision, err)
 			}
@@ -513,72 +520,6 @@ func (r *Runner) copyRows(ctx context.Context) error {
 		return fmt.Errorf("the original table holds rows that collide under a unique key of the new table, so the migration stops (no row was dropped): %w", err)
 	}
 	return err
-}
-
-// catchUp releases the changes held during the copy and waits until the
-// backlog is small.
-func (r *Runner) catchUp(ctx context.Context) error {
-	r.releaseCopyHold()
-	return r.waitBacklog(ctx, 1000)
-}
-
-// releaseCopyHold lifts the hold placed on the apply for the copy, if any.
-func (r *Runner) releaseCopyHold() {
-	if r.copyHeld {
-		r.copyHeld = false
-		r.sched.Hold(false)
-	}
-}
-
-// waitBacklog waits until the binlog is read up to the current end and at
-// most limit keys wait to be applied.
-func (r *Runner) waitBacklog(ctx context.Context, limit int) error {
-	if r.poller != nil {
-		if _, err := r.poller.Poll(ctx, r.db); err != nil {
-			return err
-		}
-	} else {
-		pos, err := binlog.CurrentPosition(ctx, r.db)
-		if err != nil {
-			return err
-		}
-		if err := r.streamer.WaitFor(ctx, pos); err != nil {
-			return err
-		}
-	}
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for r.sched.Backlog() > limit {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	if r.poller != nil {
-		// Few rows left for the drain under the lock to read.
-		return r.trimQueue(ctx)
-	}
-	return nil
-}
-
-// pauseApply holds the scheduler and waits for batches in flight to finish.
-// A batch takes milliseconds; one still in flight after a minute is a bug,
-// reported rather than waited on forever.
-func (r *Runner) pauseApply(ctx context.Context) error {
-	r.sched.Hold(true)
-	deadline := time.Now().Add(time.Minute)
-	for r.sched.InFlight() > 0 {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the apply workers did not pause within a minute (%d keys in flight)", r.sched.InFlight())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-	return nil
 }
 
 // drainLocked, on a connection holding locks that stop all writes to the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,10 @@ type Applier struct {
 	// share and shareNowait are the locking clauses of the read of the
 	// original, in the server's dialect.
 	share, shareNowait string
+	// starved counts, by encoded key, the reads in a row that found the
+	// key's row locked (waitStarved).
+	starveMu sync.Mutex
+	starved  map[string]int
 }
 
 // New validates cfg and returns an Applier fed by sched.
@@ -73,6 +78,7 @@ func New(cfg Config, sched *Scheduler) (*Applier, error) {
 		sched:       sched,
 		deleteSQL:   "DELETE FROM " + cfg.Mapping.Target.Quoted() + " WHERE ",
 		insertSQL:   cfg.Mapping.CopySQL(),
+		starved:     map[string]int{},
 		share:       " FOR SHARE",
 		shareNowait: " FOR SHARE NOWAIT",
 	}
@@ -124,6 +130,10 @@ func (a *Applier) worker(ctx context.Context, conflict chan<- []rowkey.Key) erro
 			continue
 		}
 		locked, err := a.applyNowait(ctx, batch)
+		if err == nil {
+			a.fed(batch, locked)
+			locked, err = a.waitStarved(ctx, locked)
+		}
 		switch {
 		case err == nil:
 			if len(locked) == 0 {
@@ -308,6 +318,60 @@ func (a *Applier) applyNowait(ctx context.Context, keys []rowkey.Key) ([]rowkey.
 		return nil, err
 	}
 	return slices.Concat(l1, l2), nil
+}
+
+// starveAfter is how many reads in a row may find a key's row locked before
+// the next one waits for the lock.
+const starveAfter = 3
+
+// waitStarved applies, one key per transaction and waiting for the row's
+// lock, the keys of locked whose rows were found locked starveAfter times in
+// a row, and returns the others and those still locked. Writers that lock
+// the rows again and again without a pause between them (a scan of the whole
+// table, one statement after another) leave no moment to a read that never
+// waits, and the backlog would never shrink. The waiting read cannot take
+// part in a deadlock: the transaction has locked only shadow rows, which the
+// application never touches, and the read of one key waits for one lock.
+func (a *Applier) waitStarved(ctx context.Context, locked []rowkey.Key) ([]rowkey.Key, error) {
+	if len(locked) == 0 {
+		return nil, nil
+	}
+	var due, rest []rowkey.Key
+	a.starveMu.Lock()
+	for _, k := range locked {
+		e := k.Encode()
+		if a.starved[e]++; a.starved[e] >= starveAfter {
+			delete(a.starved, e)
+			due = append(due, k)
+		} else {
+			rest = append(rest, k)
+		}
+	}
+	a.starveMu.Unlock()
+	for i, k := range due {
+		err := a.applyOnce(ctx, txRunner{a.cfg.DB}, []rowkey.Key{k}, a.share)
+		switch {
+		case err == nil:
+		case dbconn.ErrorNumber(err) == dbconn.ErrLockWaitTimeout || dbconn.Retryable(err):
+			rest = append(rest, k)
+		default:
+			return append(rest, due[i:]...), err
+		}
+	}
+	return rest, nil
+}
+
+// fed forgets the count of waitStarved for the keys of batch applied (those
+// not in locked).
+func (a *Applier) fed(batch, locked []rowkey.Key) {
+	a.starveMu.Lock()
+	defer a.starveMu.Unlock()
+	if len(a.starved) == 0 {
+		return
+	}
+	for _, k := range without(batch, locked) {
+		delete(a.starved, k.Encode())
+	}
 }
 
 // without returns the keys of all that are not in drop.

@@ -91,3 +91,75 @@ func TestLockedRowsAreRequeuedNotLost(t *testing.T) {
 		t.Errorf("dst has %d rows summing to %d, want 40 and 1020", n, sum)
 	}
 }
+
+// TestRowsLockedWithoutPauseAreApplied: writers lock every row of the table,
+// one transaction after another with no pause between them, as scans of the
+// whole table do (an UPDATE whose WHERE uses no index). A read that never
+// waits would find the rows locked at every try and never apply them, and a
+// cut-over waiting for the backlog would wait for ever: the keys must be
+// applied within seconds, with every value the writers left.
+func TestRowsLockedWithoutPauseAreApplied(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE src (id INT PRIMARY KEY, v INT)", "CREATE TABLE dst (id INT PRIMARY KEY, v INT)")
+	db.Fill(t, "src", 300, "n, n")
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var wg sync.WaitGroup
+	var scans [3]int
+	for w := range scans {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			for ctx.Err() == nil {
+				// Every row locked by each statement, back to back.
+				if _, err := c.ExecContext(context.Background(), "UPDATE src SET v = v + 1 WHERE v + 0 >= 0"); err == nil {
+					scans[w]++
+				}
+			}
+		}()
+	}
+	m, key := db.Mapping(t, "src", "dst", false)
+	sched := NewScheduler()
+	a, err := New(Config{DB: db.DB, Mapping: m, Key: key, Workers: 2, BatchSize: 50, Flavor: db.Flavor}, sched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 300; i++ {
+		sched.Add(rowkey.Key{int64(i)})
+	}
+	actx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(actx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for sched.Backlog() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	left := sched.Backlog()
+	stop()
+	wg.Wait()
+	t.Logf("scans by the writers: %v; keys left: %d", scans, left)
+	if left > 0 {
+		t.Fatalf("%d of 300 keys were still not applied after 20s of writers locking every row", left)
+	}
+	// The writers stopped: the last marks bring dst level with src.
+	for i := 1; i <= 300; i++ {
+		sched.Add(rowkey.Key{int64(i)})
+	}
+	for end := time.Now().Add(10 * time.Second); sched.Backlog() > 0 && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	var diff int
+	db.QueryRow("SELECT COUNT(*) FROM src s LEFT JOIN dst d ON d.id = s.id WHERE d.v IS NULL OR d.v <> s.v").Scan(&diff)
+	if diff != 0 || scans[0]+scans[1]+scans[2] < 10 {
+		t.Errorf("%d rows differ between src and dst; the writers scanned %v times", diff, scans)
+	}
+}

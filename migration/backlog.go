@@ -1,0 +1,120 @@
+package migration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/binlog"
+)
+
+// catchUp releases the changes held during the copy and waits until the
+// backlog is small.
+func (r *Runner) catchUp(ctx context.Context) error {
+	r.releaseCopyHold()
+	return r.waitBacklog(ctx, 1000)
+}
+
+// releaseCopyHold lifts the hold placed on the apply for the copy, if any.
+func (r *Runner) releaseCopyHold() {
+	if r.copyHeld {
+		r.copyHeld = false
+		r.sched.Hold(false)
+	}
+}
+
+// backlogSettle is how long waitBacklog waits for the backlog to fall under
+// its limit before it is content with backlogSlack times the limit.
+const (
+	backlogSettle = 30 * time.Second
+	backlogSlack  = 10
+)
+
+// waitBacklog waits until the binlog is read up to the current end and at
+// most limit keys wait to be applied. Writes the apply cannot outrun (the
+// writers and the apply workers taking each other's row locks) can hold the
+// backlog above limit for good: past backlogSettle, backlogSlack times limit
+// will do, and what is left is applied under the cut-over's lock, where no
+// write competes (a drain that takes too long gives that attempt up). Above
+// that it waits on, saying so every backlogSettle. If the apply workers have
+// stopped, it returns their error rather than wait for them.
+func (r *Runner) waitBacklog(ctx context.Context, limit int) error {
+	if r.poller != nil {
+		if _, err := r.poller.Poll(ctx, r.db); err != nil {
+			return err
+		}
+	} else {
+		pos, err := binlog.CurrentPosition(ctx, r.db)
+		if err != nil {
+			return err
+		}
+		if err := r.streamer.WaitFor(ctx, pos); err != nil {
+			return err
+		}
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	start, said := time.Now(), time.Now()
+	for {
+		n := r.sched.Backlog()
+		waited := time.Since(start)
+		if n <= limit || (waited >= backlogSettle && n <= backlogSlack*limit) {
+			if n > limit {
+				r.log.Info("the backlog stays above its mark under the writes; the rest is applied under the cut-over's lock",
+					"backlog", n, "mark", limit, "waited", waited.Round(time.Second))
+			}
+			break
+		}
+		if time.Since(said) >= backlogSettle {
+			said = time.Now()
+			r.log.Warn("the apply does not catch up with the writes", "backlog", n, "waited", waited.Round(time.Second),
+				"hint", "lower the write load, or add --apply-threads")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.applyDone:
+			return r.applyStopped()
+		case <-t.C:
+		}
+	}
+	if r.poller != nil {
+		// Few rows left for the drain under the lock to read.
+		return r.trimQueue(ctx)
+	}
+	return nil
+}
+
+// applyStopped is the error of apply workers that stopped (applyDone is
+// closed). They stop only on an error, or when the run ends; one that came
+// while the RENAME was sent did not stop the run then, but the swap failed
+// since, and nothing would apply the changes.
+func (r *Runner) applyStopped() error {
+	err := r.applyErr
+	if err == nil {
+		err = errors.New("the run is ending")
+	}
+	return fmt.Errorf("the apply workers stopped: %w", err)
+}
+
+// pauseApply holds the scheduler and waits for batches in flight to finish.
+// A batch takes milliseconds; one still in flight after a minute is a bug,
+// reported rather than waited on forever.
+func (r *Runner) pauseApply(ctx context.Context) error {
+	r.sched.Hold(true)
+	deadline := time.Now().Add(time.Minute)
+	for r.sched.InFlight() > 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the apply workers did not pause within a minute (%d keys in flight)", r.sched.InFlight())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.applyDone:
+			return r.applyStopped()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	return nil
+}
