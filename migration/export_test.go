@@ -35,8 +35,19 @@ func RenameFailurePending(database string) bool {
 	return ok
 }
 
+var atRename sync.Map // database -> func()
+
+// AtRenameOnce runs fn once, in the next cut-over attempt in database, while
+// its locks are held and just before its RENAME is sent.
+func AtRenameOnce(database string, fn func()) {
+	atRename.Store(database, fn)
+}
+
 func init() {
 	beforeRename = func(database string) error {
+		if fn, ok := atRename.LoadAndDelete(database); ok {
+			fn.(func())()
+		}
 		if _, ok := failRename.LoadAndDelete(database); ok {
 			return fmt.Errorf("%w: the test failed this RENAME", mdl.ErrRetry)
 		}

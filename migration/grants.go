@@ -129,8 +129,12 @@ func (r *Runner) checkPrivileges(ctx context.Context) error {
 	}
 	r.grants = ParseGrants(lines, r.cfg.Database, fold)
 	global := requiredGlobal
-	if r.triggerCapture() {
+	switch {
+	case r.triggerCapture():
 		global = []string{"PROCESS"}
+	case r.vars.Flavor == dbconn.MariaDB:
+		// The cut-over lists every session before its RENAME (sentry.go).
+		global = append(slices.Clone(requiredGlobal), "PROCESS")
 	}
 	if missing := missingPrivileges(r.grants, tables, global); len(missing) > 0 {
 		return preflightErr("user %s lacks %s; GRANT them (%s ON *.*, LOCK TABLES and the others ON %s.*, or the others on each of %s)",
@@ -387,8 +391,11 @@ func likeMatch(pattern, s string) bool {
 
 // globalWord names the global privileges in the hint of a refusal.
 func globalWord(global []string) string {
-	if len(global) > 0 && global[0] == "PROCESS" {
+	switch {
+	case len(global) > 0 && global[0] == "PROCESS":
 		return "PROCESS"
+	case slices.Contains(global, "PROCESS"):
+		return "replication ones and PROCESS"
 	}
 	return "replication ones"
 }

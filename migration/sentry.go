@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
@@ -188,6 +189,9 @@ func (r *Runner) renameBySentry(ctx context.Context, lock *sql.Conn) error {
 	if err := r.probeQueued(ctx); err != nil {
 		return abandon(err)
 	}
+	if err := r.noneQueuedAhead(ctx, id); err != nil {
+		return abandon(err)
+	}
 	if _, err := lock.ExecContext(ctx, "DROP TABLE "+sentryQ); err != nil {
 		return abandon(fmt.Errorf("drop the cut-over sentry: %w", err))
 	}
@@ -232,6 +236,110 @@ func (r *Runner) probeQueued(ctx context.Context) error {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// noneQueuedAhead checks that no other session's statement could take the
+// original before the RENAME, whose request (connection rename) waits there
+// now. The server grants waiting exclusive requests in their order: a
+// TRUNCATE, ALTER or LOCK TABLES ... WRITE queued before the RENAME would run
+// on the table about to become the old one, and be lost. Reads and row
+// writes queue behind it (the RENAME's request goes first), so only a session
+// running something else matters, when it waits on a lock (on any table: the
+// list does not say which) or names the original. One that asks later queues
+// behind the RENAME. The list shows other accounts' sessions only to one
+// with PROCESS, which preflight asks for on MariaDB (grants.go).
+func (r *Runner) noneQueuedAhead(ctx context.Context, rename int64) error {
+	rows, err := r.db.QueryContext(ctx, `SELECT ID, COALESCE(STATE, ''), INFO FROM information_schema.PROCESSLIST
+		WHERE ID <> ? AND ID <> CONNECTION_ID() AND INFO IS NOT NULL`, rename)
+	if err != nil {
+		return fmt.Errorf("list the sessions before the cut-over's RENAME: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var state, info string
+		if err := rows.Scan(&id, &state, &info); err != nil {
+			return err
+		}
+		if aheadOfRename(state, info, r.orig.Name) {
+			return fmt.Errorf("%w: session %d runs %q, which the server could run on %s before the RENAME; the cut-over tries again",
+				mdl.ErrRetry, id, clip(info, 80), r.orig.Name)
+		}
+	}
+	return rows.Err()
+}
+
+// aheadOfRename reports whether a session in state running statement info
+// may take table before a RENAME queued on it: a statement other than a read
+// or a row write, waiting on a lock or naming table.
+func aheadOfRename(state, info, table string) bool {
+	switch firstKeyword(info) {
+	case "SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "WITH", "VALUES", "TABLE", "LOAD",
+		"SHOW", "DESCRIBE", "DESC", "EXPLAIN", "SET", "DO", "BEGIN", "START", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "XA":
+		return false
+	}
+	st := strings.ToLower(state)
+	if strings.Contains(st, "lock") || strings.Contains(st, "flush") {
+		return true
+	}
+	return namesTable(info, table)
+}
+
+// firstKeyword is the first word of statement s, upper-cased, past leading
+// comments, blanks and parentheses.
+func firstKeyword(s string) string {
+	for {
+		s = strings.TrimLeft(s, " \t\r\n(")
+		switch {
+		case strings.HasPrefix(s, "/*"):
+			end := strings.Index(s, "*/")
+			if end < 0 {
+				return ""
+			}
+			s = s[end+2:]
+		case strings.HasPrefix(s, "#"), strings.HasPrefix(s, "-- "):
+			end := strings.IndexByte(s, '\n')
+			if end < 0 {
+				return ""
+			}
+			s = s[end+1:]
+		default:
+			end := strings.IndexFunc(s, func(c rune) bool { return !unicode.IsLetter(c) })
+			if end < 0 {
+				end = len(s)
+			}
+			return strings.ToUpper(s[:end])
+		}
+	}
+}
+
+// namesTable reports whether statement s names table, as a whole word,
+// quoted or not, in any case.
+func namesTable(s, table string) bool {
+	ls, lt := strings.ToLower(s), strings.ToLower(table)
+	ident := func(c byte) bool {
+		return c == '_' || c == '$' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 0x80
+	}
+	for from := 0; ; {
+		k := strings.Index(ls[from:], lt)
+		if k < 0 {
+			return false
+		}
+		k += from
+		end := k + len(lt)
+		if (k == 0 || !ident(ls[k-1])) && (end == len(ls) || !ident(ls[end])) {
+			return true
+		}
+		from = k + 1
+	}
+}
+
+// clip cuts s to n bytes for a message.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
 
 // waitMDLWait waits until connection id waits for a metadata lock. If its
