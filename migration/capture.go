@@ -2,7 +2,9 @@ package migration
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -138,48 +140,35 @@ func (r *Runner) takeUpCapture(ctx context.Context, cp *checkpoint) error {
 	case err != nil:
 		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
-	trs, err := r.captureTriggersIn(ctx, r.db, names, table)
-	if err != nil {
-		return err
-	}
-	on := 0
-	for _, f := range trs {
-		if sameName(f.on, r.orig.Name, r.vars) {
-			on++
-		}
-	}
-	if on != len(names) {
-		return preflightErr("%d of the %d change-capture triggers the run in %s made are on %s (one was dropped, and the writes since went unrecorded): %s",
-			on, len(names), where, r.orig.Name, restartHint)
-	}
 	if err := r.queueWriters(ctx, names, table); err != nil {
 		return err
 	}
-	id, err := capture.Identity(ctx, r.db, r.vars.Flavor, r.orig.Database, r.orig.Name)
+	d, err := r.captureDrift(ctx, r.db, names, table, cp.TableID, cp.OrigDef, cp.CaptureStamp)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
-	def, err := r.definitionOn(ctx, r.db)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrPreflight, err)
-	}
-	switch {
-	case id != cp.TableID:
+	switch d.kind {
+	case driftTriggers:
+		return preflightErr("%d of the %d change-capture triggers the run in %s made are on %s (one was dropped, and the writes since went unrecorded): %s",
+			d.on, len(names), where, r.orig.Name, restartHint)
+	case driftTable:
 		return preflightErr("%s was truncated, made again or rebuilt since the run in %s made its change-capture triggers, which no trigger records: %s", r.orig.Name, where, restartHint)
-	case def != cp.OrigDef:
+	case driftDefinition:
 		return preflightErr("%s was altered since the run in %s made its change-capture triggers: %s", r.orig.Name, where, restartHint)
+	case driftCapture:
+		return preflightErr("the change-capture triggers or the queue %s of the run in %s were dropped and made again, or the queue truncated, since (changes may have gone unrecorded): %s", table, where, restartHint)
 	}
 	r.orig.Triggers = slicesWithout(r.orig.Triggers, names[:])
 	return nil
 }
 
 // captureTrigger is a trigger of one of the capture's names, and its table.
-type captureTrigger struct{ name, on string }
+type captureTrigger struct{ name, on, created, body string }
 
 // captureTriggersIn lists, on q, the triggers of the database named names;
 // one that does not write to the queue table is not sluice's, and refused.
 func (r *Runner) captureTriggersIn(ctx context.Context, q dbconn.Querier, names [3]string, queue string) ([]captureTrigger, error) {
-	rows, err := q.QueryContext(ctx, `SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE, ACTION_STATEMENT FROM information_schema.TRIGGERS
+	rows, err := q.QueryContext(ctx, `SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE, COALESCE(CAST(CREATED AS CHAR), ''), ACTION_STATEMENT FROM information_schema.TRIGGERS
 		WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME IN (?, ?, ?) ORDER BY TRIGGER_NAME`, r.cfg.Database, names[0], names[1], names[2])
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrPreflight, err)
@@ -188,11 +177,10 @@ func (r *Runner) captureTriggersIn(ctx context.Context, q dbconn.Querier, names 
 	var out []captureTrigger
 	for rows.Next() {
 		var f captureTrigger
-		var body string
-		if err := rows.Scan(&f.name, &f.on, &body); err != nil {
+		if err := rows.Scan(&f.name, &f.on, &f.created, &f.body); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrPreflight, err)
 		}
-		if !strings.Contains(body, dbconn.QuoteIdent(queue)) {
+		if !strings.Contains(f.body, dbconn.QuoteIdent(queue)) {
 			return nil, preflightErr("trigger %s of %s has the name of sluice's change capture, but does not write to %s: rename it", f.name, f.on, queue)
 		}
 		out = append(out, f)
@@ -267,7 +255,7 @@ func (r *Runner) checkTriggerCapture(ctx context.Context) error {
 	if r.resume != nil {
 		// The earlier run's queue and triggers (takeUpCapture), and what
 		// the cut-over compares, as they were made.
-		r.queue, r.queueMade, r.tableID, r.origDef = q, true, r.resume.TableID, r.resume.OrigDef
+		r.queue, r.queueMade, r.tableID, r.origDef, r.captureStamp = q, true, r.resume.TableID, r.resume.OrigDef, r.resume.CaptureStamp
 		r.captureTriggers.Store(true)
 		return nil
 	}
@@ -363,6 +351,16 @@ func (r *Runner) makeTriggerCapture(ctx context.Context) error {
 	if r.origDef, err = r.definitionOn(ctx, r.db); err != nil {
 		return err
 	}
+	trs, err := r.captureTriggersIn(ctx, r.db, r.queue.Triggers, r.queue.Table)
+	if err != nil {
+		return err
+	}
+	if r.captureStamp, err = r.stampOf(ctx, r.db, trs, r.queue.Table); err != nil {
+		return err
+	}
+	if err := r.nextSecond(ctx); err != nil {
+		return err
+	}
 	if err := r.recheckOriginal(ctx); err != nil {
 		return err
 	}
@@ -370,7 +368,7 @@ func (r *Runner) makeTriggerCapture(ctx context.Context) error {
 	// in the queue.
 	r.ckptMu.Lock()
 	defer r.ckptMu.Unlock()
-	r.ckpt.TableID, r.ckpt.OrigDef, r.ckpt.Todo = r.tableID, r.origDef, []todoSpan{{}}
+	r.ckpt.TableID, r.ckpt.OrigDef, r.ckpt.CaptureStamp, r.ckpt.Todo = r.tableID, r.origDef, r.captureStamp, []todoSpan{{}}
 	return r.saveCheckpoint(ctx, r.ckpt)
 }
 
@@ -428,34 +426,94 @@ func (r *Runner) drainQueue(ctx context.Context, conn *sql.Conn) error {
 	if _, err := r.poller.Drain(ctx, conn); err != nil {
 		return err
 	}
-	id, err := capture.Identity(ctx, conn, r.vars.Flavor, r.orig.Database, r.orig.Name)
+	d, err := r.captureDrift(ctx, conn, r.queue.Triggers, r.queue.Table, r.tableID, r.origDef, r.captureStamp)
 	if err != nil {
 		return err
 	}
-	def, err := r.definitionOn(ctx, conn)
-	if err != nil {
-		return err
-	}
-	trs, err := r.captureTriggersIn(ctx, conn, r.queue.Triggers, r.queue.Table)
-	if err != nil {
-		return err
-	}
-	on := 0
-	for _, f := range trs {
-		if sameName(f.on, r.orig.Name, r.vars) {
-			on++
-		}
-	}
-	switch {
-	case on != len(r.queue.Triggers):
+	switch d.kind {
+	case driftTriggers:
 		return fmt.Errorf("%w: %d of the %d change-capture triggers are on %s (one was dropped: writes since went unrecorded); run sluice again",
-			errOriginalChanged, on, len(r.queue.Triggers), r.orig.Name)
-	case id != r.tableID:
+			errOriginalChanged, d.on, len(r.queue.Triggers), r.orig.Name)
+	case driftTable:
 		return fmt.Errorf("%w: %s was truncated, dropped and made again, or rebuilt (OPTIMIZE TABLE, ALTER TABLE ... FORCE) during the migration, which its storage id shows and no trigger reports, so a TRUNCATE cannot be ruled out; run sluice again", errOriginalChanged, r.orig.Name)
-	case def != r.origDef:
+	case driftDefinition:
 		return fmt.Errorf("%w: %s was altered during the migration; run sluice again", errOriginalChanged, r.orig.Name)
+	case driftCapture:
+		return fmt.Errorf("%w: the change-capture triggers or their queue %s were dropped and made again, or the queue truncated, during the migration (changes may have gone unrecorded); run sluice again", errOriginalChanged, r.queue.Table)
 	}
 	return nil
+}
+
+// drift is what changed, behind the triggers' back, since they were made.
+type drift struct {
+	kind driftKind
+	on   int // how many of the capture triggers are on the original
+}
+
+type driftKind int
+
+const (
+	driftNone       driftKind = iota
+	driftTriggers             // one was dropped, or moved to another table
+	driftTable                // the original's InnoDB id changed (a TRUNCATE, a rebuild)
+	driftDefinition           // the original was altered
+	driftCapture              // a trigger or the queue was made again, or the queue truncated
+)
+
+// captureDrift compares, on q, the capture (triggers names writing to queue)
+// and the original with what was recorded when the triggers were made: the
+// original's InnoDB id and definition, and the capture's stamp.
+func (r *Runner) captureDrift(ctx context.Context, q dbconn.Querier, names [3]string, queue string, id uint64, def, stamp string) (drift, error) {
+	trs, err := r.captureTriggersIn(ctx, q, names, queue)
+	if err != nil {
+		return drift{}, err
+	}
+	d := drift{}
+	for _, f := range trs {
+		if sameName(f.on, r.orig.Name, r.vars) {
+			d.on++
+		}
+	}
+	nowID, err := capture.Identity(ctx, q, r.vars.Flavor, r.orig.Database, r.orig.Name)
+	if err != nil {
+		return drift{}, err
+	}
+	nowDef, err := r.definitionOn(ctx, q)
+	if err != nil {
+		return drift{}, err
+	}
+	nowStamp, err := r.stampOf(ctx, q, trs, queue)
+	if err != nil {
+		return drift{}, err
+	}
+	switch {
+	case d.on != len(names):
+		d.kind = driftTriggers
+	case nowID != id:
+		d.kind = driftTable
+	case nowDef != def:
+		d.kind = driftDefinition
+	case nowStamp != stamp:
+		d.kind = driftCapture
+	}
+	return d, nil
+}
+
+// stampOf sums up the capture as made: each trigger's name, table, creation
+// time and body, and the queue's InnoDB id. A trigger dropped and made again
+// (the writes between went unrecorded) has a new creation time, and a queue
+// truncated or made again a new id.
+func (r *Runner) stampOf(ctx context.Context, q dbconn.Querier, trs []captureTrigger, queue string) (string, error) {
+	id, err := capture.Identity(ctx, q, r.vars.Flavor, r.cfg.Database, queue)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, f := range trs {
+		fmt.Fprintf(h, "%q %q %q %q\n", f.name, f.on, f.created, f.body)
+	}
+	fmt.Fprintf(h, "queue %d", id)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // errOriginalChanged: the original was truncated or altered behind the
@@ -482,8 +540,75 @@ func (r *Runner) definitionOn(ctx context.Context, q dbconn.Querier) (string, er
 	if ddl == "" {
 		return "", fmt.Errorf("SHOW CREATE TABLE %s returned nothing", r.orig.Name)
 	}
-	return hashDefinition(ddl, false), nil
+	// Closed before the next query: q may be a single connection.
+	if err := rows.Close(); err != nil {
+		return "", err
+	}
+	version, err := r.rowVersion(ctx, q)
+	if err != nil {
+		return "", err
+	}
+	return hashDefinition(ddl+version, false), nil
 }
+
+// rowVersion tells apart two versions of the original that SHOW CREATE
+// TABLE does not: a column dropped and added again in place by an INSTANT
+// ALTER (its values gone, its definition the same, the InnoDB id kept).
+// MySQL 8.0.29+ counts such versions (INNODB_TABLES.TOTAL_ROW_VERSIONS;
+// earlier ones have no INSTANT DROP COLUMN); MariaDB writes the table's
+// definition file again, whose time is the table's CREATE_TIME.
+func (r *Runner) rowVersion(ctx context.Context, q dbconn.Querier) (string, error) {
+	query, args := "SELECT CAST(UNIX_TIMESTAMP(CREATE_TIME) AS CHAR) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+		[]any{r.orig.Database, r.orig.Name}
+	if r.vars.Flavor != dbconn.MariaDB {
+		query, args = "SELECT CAST(TOTAL_ROW_VERSIONS AS CHAR) FROM information_schema.INNODB_TABLES WHERE NAME = ?", []any{r.orig.Database + "/" + r.orig.Name}
+	}
+	rows, err := q.QueryContext(ctx, query, args...)
+	if dbconn.ErrorNumber(err) == errBadField {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the row version of %s: %w", r.orig.Name, err)
+	}
+	defer rows.Close()
+	var v sql.NullString
+	for rows.Next() {
+		if err := rows.Scan(&v); err != nil {
+			return "", err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("read the row version of %s: %w", r.orig.Name, err)
+	}
+	return "\nversion " + v.String, nil
+}
+
+// nextSecond waits, on MariaDB, until the server's clock is past the second
+// in which rowVersion was read: an ALTER after that, once rows are copied,
+// leaves a CREATE_TIME that differs from the one read.
+func (r *Runner) nextSecond(ctx context.Context) error {
+	if r.vars.Flavor != dbconn.MariaDB {
+		return nil
+	}
+	var from, now int64
+	if err := r.db.QueryRowContext(ctx, "SELECT UNIX_TIMESTAMP()").Scan(&from); err != nil {
+		return err
+	}
+	for now = from; now == from; {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if err := r.db.QueryRowContext(ctx, "SELECT UNIX_TIMESTAMP()").Scan(&now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errBadField is the server's error for an unknown column.
+const errBadField = 1054
 
 // queueLock is the LOCK TABLES clause that lets the locking connection read
 // the queue ("" without capture by triggers).

@@ -71,11 +71,13 @@ type checkpoint struct {
 	// go on filling after a death, holds every change not yet applied.
 	// TableID and OrigDef are the original's InnoDB id and definition hash
 	// when the triggers were made; a checkpoint without them (the run died
-	// making its triggers) does not resume.
-	Capture string    `json:"capture,omitempty"`
-	TableID uint64    `json:"table_id,omitempty"`
-	OrigDef string    `json:"orig_def,omitempty"`
-	At      time.Time `json:"at"`
+	// making its triggers) does not resume. CaptureStamp sums up the
+	// triggers and the queue as made (stampOf).
+	Capture      string    `json:"capture,omitempty"`
+	TableID      uint64    `json:"table_id,omitempty"`
+	OrigDef      string    `json:"orig_def,omitempty"`
+	CaptureStamp string    `json:"capture_stamp,omitempty"`
+	At           time.Time `json:"at"`
 	// Run is the RunID of the run that wrote it: a statement of that run
 	// may still run on the server after sluice died (resume.go ends them).
 	Run string `json:"run"`
@@ -227,7 +229,7 @@ func (cp *checkpoint) written() bool { return cp.File != "" || cp.Capture != "" 
 // made on recorded.
 func (cp *checkpoint) resumable() bool {
 	if cp.Capture == CaptureTriggers {
-		return cp.TableID != 0 && cp.OrigDef != ""
+		return cp.TableID != 0 && cp.OrigDef != "" && cp.CaptureStamp != ""
 	}
 	return cp.File != ""
 }

@@ -48,7 +48,8 @@ type Runner struct {
 	streamer *binlog.Streamer // nil with capture by triggers
 	// queue and poller capture changes by triggers (capture.go); queueMade
 	// and captureTriggers say what of them exists; tableID and origDef are
-	// the original's InnoDB id and definition when the triggers were made.
+	// the original's InnoDB id and definition when the triggers were made,
+	// captureStamp the triggers and queue as made (stampOf).
 	queue           *capture.Queue
 	poller          *capture.Poller
 	queueMade       bool
@@ -56,6 +57,7 @@ type Runner struct {
 	keptCapture     bool // an earlier run's, left for a run with --capture=triggers
 	tableID         uint64
 	origDef         string
+	captureStamp    string
 	// copier is set by the copy phase and read by the progress reporter.
 	copier   atomic.Pointer[copier.Copier]
 	throttle *throttle.Throttler

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -238,18 +239,37 @@ func (r *Runner) probeQueued(ctx context.Context) error {
 	}
 }
 
-// noneQueuedAhead checks that no other session's statement could take the
-// original before the RENAME, whose request (connection rename) waits there
-// now. The server grants waiting exclusive requests in their order: a
-// TRUNCATE, ALTER or LOCK TABLES ... WRITE queued before the RENAME would run
-// on the table about to become the old one, and be lost. Reads and row
-// writes queue behind it (the RENAME's request goes first), so only a session
-// running something else matters, when it waits on a lock (on any table: the
-// list does not say which) or names the original. One that asks later queues
-// behind the RENAME. The list shows other accounts' sessions only to one
-// with PROCESS, which preflight asks for on MariaDB (grants.go).
+// noneQueuedAhead checks that no other session could take the original
+// before the RENAME, whose request (connection rename) waits there now. The
+// server grants waiting exclusive requests in their order: a TRUNCATE, ALTER
+// or LOCK TABLES ... WRITE queued before the RENAME would run on the table
+// about to become the old one, and be lost. Reads and row writes queue
+// behind it (the RENAME's request goes first); what asks later queues behind
+// it too. Where the lock guard sees metadata locks, a session holding or
+// waiting for a lock on the original that shuts out writes (an ALTER's
+// upgradable one included) is one; where it does not, the session list is
+// read: a session running anything but a read or a row write that names the
+// original, or waits on a metadata lock in its database. That list shows
+// other accounts' sessions only to one with PROCESS, which preflight asks for
+// on MariaDB (grants.go).
 func (r *Runner) noneQueuedAhead(ctx context.Context, rename int64) error {
-	rows, err := r.db.QueryContext(ctx, `SELECT ID, COALESCE(STATE, ''), INFO FROM information_schema.PROCESSLIST
+	if r.res.LockGuardBlind == "" {
+		ss, err := mdl.Sessions(ctx, r.db, r.cfg.Database, []string{r.orig.Name}, r.cfg.Conn.RunID, rename)
+		if err != nil {
+			return err
+		}
+		for _, s := range ss {
+			for _, typ := range slices.Concat(s.Held, s.Pending) {
+				switch typ {
+				case "EXCLUSIVE", "SHARED_NO_READ_WRITE", "SHARED_NO_WRITE", "SHARED_UPGRADABLE":
+					return fmt.Errorf("%w: session %d holds or asks for %s on %s (%q), which the server could run on %s before the RENAME; the cut-over tries again",
+						mdl.ErrRetry, s.ID, typ, r.orig.Name, clip(s.Query, 80), r.orig.Name)
+				}
+			}
+		}
+		return nil
+	}
+	rows, err := r.db.QueryContext(ctx, `SELECT ID, COALESCE(DB, ''), COALESCE(STATE, ''), INFO FROM information_schema.PROCESSLIST
 		WHERE ID <> ? AND ID <> CONNECTION_ID() AND INFO IS NOT NULL`, rename)
 	if err != nil {
 		return fmt.Errorf("list the sessions before the cut-over's RENAME: %w", err)
@@ -257,11 +277,11 @@ func (r *Runner) noneQueuedAhead(ctx context.Context, rename int64) error {
 	defer rows.Close()
 	for rows.Next() {
 		var id int64
-		var state, info string
-		if err := rows.Scan(&id, &state, &info); err != nil {
+		var db, state, info string
+		if err := rows.Scan(&id, &db, &state, &info); err != nil {
 			return err
 		}
-		if aheadOfRename(state, info, r.orig.Name) {
+		if aheadOfRename(state, info, r.orig.Name, db == r.cfg.Database) {
 			return fmt.Errorf("%w: session %d runs %q, which the server could run on %s before the RENAME; the cut-over tries again",
 				mdl.ErrRetry, id, clip(info, 80), r.orig.Name)
 		}
@@ -271,15 +291,15 @@ func (r *Runner) noneQueuedAhead(ctx context.Context, rename int64) error {
 
 // aheadOfRename reports whether a session in state running statement info
 // may take table before a RENAME queued on it: a statement other than a read
-// or a row write, waiting on a lock or naming table.
-func aheadOfRename(state, info, table string) bool {
+// or a row write that names table, or, in table's database (here), waits on
+// a metadata lock.
+func aheadOfRename(state, info, table string, here bool) bool {
 	switch firstKeyword(info) {
 	case "SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "WITH", "VALUES", "TABLE", "LOAD",
 		"SHOW", "DESCRIBE", "DESC", "EXPLAIN", "SET", "DO", "BEGIN", "START", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "XA":
 		return false
 	}
-	st := strings.ToLower(state)
-	if strings.Contains(st, "lock") || strings.Contains(st, "flush") {
+	if here && strings.Contains(strings.ToLower(state), "metadata lock") {
 		return true
 	}
 	return namesTable(info, table)

@@ -71,11 +71,11 @@ func TestAheadOfRename(t *testing.T) {
 	}{
 		{wait, "TRUNCATE TABLE t", true},
 		{wait, "truncate `t`", true},
-		{wait, "/* app */ ALTER TABLE other ADD COLUMN c INT", true}, // waits on a lock: which table is not known
+		{wait, "/* app */ ALTER TABLE other ADD COLUMN c INT", true}, // waits on a lock in t's database: which table is not known
 		{wait, "LOCK TABLES t WRITE", true},
 		{wait, "-- x\nOPTIMIZE TABLE t", true},
 		{wait, "CALL p()", true},
-		{"Waiting for table flush", "FLUSH TABLES", true},
+		{"Waiting for table flush", "FLUSH TABLES", false},
 		{"altering table", "ALTER TABLE db.t ENGINE=InnoDB", true},
 		{"altering table", "alter table `db`.`T` force", true},
 		{"altering table", "ALTER TABLE tt ADD INDEX (a)", false},
@@ -91,8 +91,12 @@ func TestAheadOfRename(t *testing.T) {
 		{"", "COMMIT", false},
 	}
 	for _, c := range cases {
-		if got := aheadOfRename(c.state, c.info, "t"); got != c.want {
+		if got := aheadOfRename(c.state, c.info, "t", true); got != c.want {
 			t.Errorf("aheadOfRename(%q, %q) = %v, want %v", c.state, c.info, got, c.want)
+		}
+		// In another database only a statement naming t counts.
+		if got, want := aheadOfRename(c.state, c.info, "t", false), c.want && namesTable(c.info, "t"); got != want {
+			t.Errorf("aheadOfRename(%q, %q) elsewhere = %v, want %v", c.state, c.info, got, want)
 		}
 	}
 	// Generated: a table's name in a statement, with random neighbours, is
