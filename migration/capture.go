@@ -128,7 +128,7 @@ func (r *Runner) takeUpCapture(ctx context.Context, cp *checkpoint) error {
 	where := r.cfg.Database + "." + r.names.Checkpoint
 	if !r.triggerCapture() {
 		r.keptCapture = true // for the run with the flag
-		return preflightErr("the checkpoint in %s is of a run that captured changes by triggers: resume it with --capture=triggers, or %s", where, restartHint)
+		return preflightErr("the checkpoint in %s is of a run that captured changes by triggers, which stay on %s recording every write: resume it with --capture=triggers, or %s", where, r.orig.Name, restartHint)
 	}
 	table, names := capture.Names(r.orig.Name)
 	var comment string

@@ -346,6 +346,15 @@ func TestTakeUpTriggerCapture(t *testing.T) {
 	if trs := allTriggers(t, db); len(trs) != 3 {
 		t.Fatalf("the refusal dropped the triggers the run with the flag needs: %v", trs)
 	}
+	// Another ALTER is refused too, and the triggers stay for the run of
+	// the first, which takes them up.
+	_, err = run("ADD COLUMN other INT", byTriggers)
+	if err == nil || !strings.Contains(err.Error(), "of another ALTER") || !strings.Contains(err.Error(), "triggers stay on t") {
+		t.Fatalf("a run of another ALTER: %v, want a refusal saying the triggers stay", err)
+	}
+	if trs := allTriggers(t, db); len(trs) != 3 {
+		t.Fatalf("the refusal of another ALTER dropped the triggers: %v", trs)
+	}
 	db.MustExec(t, "UPDATE t SET v = v + 1 WHERE id = 3")
 	wantSum++
 	res, err := run(first, byTriggers)

@@ -104,7 +104,9 @@ func (r *Runner) previousRun(ctx context.Context) (err error) {
 	// applied); they go as soon as it is not.
 	if keep := found && cp != nil && !r.cfg.Restart && cp.Capture == CaptureTriggers && cp.resumable(); keep {
 		defer func() {
-			if r.resume == nil && !r.keptCapture {
+			// A server error says nothing of them: they stay for the
+			// next run, as they do for the run a refusal names.
+			if r.resume == nil && !r.keptCapture && (err == nil || errors.Is(err, ErrPreflight)) {
 				err = errors.Join(err, r.dropLeftoverCapture(ctx))
 			}
 		}()
@@ -133,12 +135,19 @@ func (r *Runner) previousRun(ctx context.Context) (err error) {
 		return fmt.Errorf("%w: drop the cut-over sentry %s: %w", ErrPreflight, cp.Sentry, err)
 	}
 	where := r.cfg.Database + "." + r.names.Checkpoint
+	kept := ""
+	if cp.Capture == CaptureTriggers {
+		// That run takes them up: they stay, and say so.
+		r.keptCapture = true
+		kept = " (its change-capture triggers stay on " + r.cfg.Table + ", recording every write, for that run)"
+	}
 	switch {
 	case cp.Format != checkpointFormat || cp.Version != r.cfg.Version:
-		return preflightErr("the checkpoint in %s was written by sluice %s (this is %s): finish it with that version, or %s", where, cp.Version, r.cfg.Version, restartHint)
+		return preflightErr("the checkpoint in %s was written by sluice %s (this is %s): finish it with that version%s, or %s", where, cp.Version, r.cfg.Version, kept, restartHint)
 	case strings.TrimSpace(cp.Alter) != strings.TrimSpace(r.cfg.Alter):
-		return preflightErr("the checkpoint in %s is of another ALTER (%s): run that ALTER to resume it, or %s", where, cp.Alter, restartHint)
+		return preflightErr("the checkpoint in %s is of another ALTER (%s): run that ALTER to resume it%s, or %s", where, cp.Alter, kept, restartHint)
 	}
+	r.keptCapture = false
 	shadow, err := r.tableExists(ctx, r.names.Shadow)
 	if err != nil {
 		return err
