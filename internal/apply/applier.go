@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"slices"
@@ -225,6 +226,7 @@ func (a *Applier) resolve(ctx context.Context) error {
 		}
 		return err
 	}
+	a.fed(keys, nil)
 	a.sched.Done(keys)
 	return nil
 }
@@ -246,6 +248,7 @@ func (a *Applier) applyAll(ctx context.Context, db runner) error {
 		a.sched.Requeue(keys)
 		return err
 	}
+	a.fed(keys, nil)
 	a.sched.Done(keys)
 	return nil
 }
@@ -321,17 +324,19 @@ func (a *Applier) applyNowait(ctx context.Context, keys []rowkey.Key) ([]rowkey.
 }
 
 // starveAfter is how many reads in a row may find a key's row locked before
-// the next one waits for the lock.
-const starveAfter = 3
+// the next one waits for the lock; waitLock bounds that wait (seconds).
+const (
+	starveAfter = 3
+	waitLock    = 2
+)
 
 // waitStarved applies, one key per transaction and waiting for the row's
-// lock, the keys of locked whose rows were found locked starveAfter times in
-// a row, and returns the others and those still locked. Writers that lock
-// the rows again and again without a pause between them (a scan of the whole
-// table, one statement after another) leave no moment to a read that never
-// waits, and the backlog would never shrink. The waiting read cannot take
-// part in a deadlock: the transaction has locked only shadow rows, which the
-// application never touches, and the read of one key waits for one lock.
+// lock (waitOne), the keys of locked whose rows were found locked
+// starveAfter times in a row, and returns the others and those still locked.
+// Writers that lock the rows again and again without a pause between them (a
+// scan of the whole table, one statement after another) leave no moment to a
+// read that never waits, and the backlog would never shrink. It stops once
+// the scheduler is held (a cut-over waits for the keys in flight).
 func (a *Applier) waitStarved(ctx context.Context, locked []rowkey.Key) ([]rowkey.Key, error) {
 	if len(locked) == 0 {
 		return nil, nil
@@ -349,7 +354,10 @@ func (a *Applier) waitStarved(ctx context.Context, locked []rowkey.Key) ([]rowke
 	}
 	a.starveMu.Unlock()
 	for i, k := range due {
-		err := a.applyOnce(ctx, txRunner{a.cfg.DB}, []rowkey.Key{k}, a.share)
+		if a.sched.Holding() {
+			return append(rest, due[i:]...), nil
+		}
+		err := a.waitOne(ctx, k)
 		switch {
 		case err == nil:
 		case dbconn.ErrorNumber(err) == dbconn.ErrLockWaitTimeout || dbconn.Retryable(err):
@@ -359,6 +367,45 @@ func (a *Applier) waitStarved(ctx context.Context, locked []rowkey.Key) ([]rowke
 		}
 	}
 	return rest, nil
+}
+
+// waitOne applies key k alone, on a connection whose lock waits last at
+// most waitLock seconds. Its first statement is the waiting read of k's row
+// in the original: while it waits the transaction holds no lock at all, so
+// it cannot close a cycle of waits that would make the application a
+// deadlock victim; the shadow's rows are touched once the row is locked.
+func (a *Applier) waitOne(ctx context.Context, k rowkey.Key) error {
+	conn, err := a.cfg.DB.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	defer conn.Close()
+	var was int64
+	if err := conn.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&was); err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION innodb_lock_wait_timeout = %d", waitLock)); err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	keys := []rowkey.Key{k}
+	err = txRunner{conn}.run(ctx, func(tx execer) error {
+		in, args := a.cfg.Key.InList(keys)
+		rows, err := tx.QueryContext(ctx, "SELECT 1 FROM "+a.cfg.Mapping.Source.Quoted()+" WHERE "+in+a.share, args...)
+		if err != nil {
+			return err
+		}
+		rows.Close()
+		return a.applyKeys(ctx, tx, keys, a.share)
+	})
+	// The wait as it was for the next user of the connection, or the
+	// connection goes.
+	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("SET SESSION innodb_lock_wait_timeout = %d", was)); rerr != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	if err == nil {
+		a.applied.Add(1)
+	}
+	return err
 }
 
 // fed forgets the count of waitStarved for the keys of batch applied (those

@@ -448,6 +448,14 @@ func (s *Scheduler) Hold(held bool) {
 	s.mu.Unlock()
 }
 
+// Holding reports whether the scheduler is held, paused or stopped: keys
+// handed out should be finished quickly.
+func (s *Scheduler) Holding() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held > 0 || s.paused > 0 || s.stopped
+}
+
 // Backlog returns how many keys are waiting or in flight, including those
 // waiting for their range to be copied.
 func (s *Scheduler) Backlog() int {
