@@ -37,6 +37,13 @@ func RenameFailurePending(database string) bool {
 
 var atRename sync.Map // database -> func()
 
+var listOnly sync.Map // database -> struct{}
+
+// SessionListOnly makes the MariaDB cut-over in database look for sessions
+// ahead of its RENAME in the session list, as where performance_schema is
+// off.
+func SessionListOnly(database string) { listOnly.Store(database, struct{}{}) }
+
 // AtRenameOnce runs fn once, in the next cut-over attempt in database, while
 // its locks are held and just before its RENAME is sent.
 func AtRenameOnce(database string, fn func()) {
@@ -44,6 +51,10 @@ func AtRenameOnce(database string, fn func()) {
 }
 
 func init() {
+	sessionListOnly = func(database string) bool {
+		_, ok := listOnly.Load(database)
+		return ok
+	}
 	beforeRename = func(database string) error {
 		if fn, ok := atRename.LoadAndDelete(database); ok {
 			fn.(func())()

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -253,7 +254,7 @@ func (r *Runner) probeQueued(ctx context.Context) error {
 // other accounts' sessions only to one with PROCESS, which preflight asks for
 // on MariaDB (grants.go).
 func (r *Runner) noneQueuedAhead(ctx context.Context, rename int64) error {
-	if r.res.LockGuardBlind == "" {
+	if r.res.LockGuardBlind == "" && !sessionListOnly(r.cfg.Database) {
 		ss, err := mdl.Sessions(ctx, r.db, r.cfg.Database, []string{r.orig.Name}, r.cfg.Conn.RunID, rename)
 		if err != nil {
 			return err
@@ -269,32 +270,62 @@ func (r *Runner) noneQueuedAhead(ctx context.Context, rename int64) error {
 		}
 		return nil
 	}
-	rows, err := r.db.QueryContext(ctx, `SELECT ID, COALESCE(DB, ''), COALESCE(STATE, ''), INFO FROM information_schema.PROCESSLIST
-		WHERE ID <> ? AND ID <> CONNECTION_ID() AND INFO IS NOT NULL`, rename)
+	// TIME_MS is the time in the current state: a session that has waited
+	// on a lock for less time than the RENAME asked after it.
+	rows, err := r.db.QueryContext(ctx, `SELECT ID, COALESCE(DB, ''), COALESCE(STATE, ''), COALESCE(INFO, ''), TIME_MS
+		FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND (INFO IS NOT NULL OR ID = ?)`, rename)
 	if err != nil {
 		return fmt.Errorf("list the sessions before the cut-over's RENAME: %w", err)
 	}
 	defer rows.Close()
+	type session struct {
+		id              int64
+		db, state, info string
+		ms              float64
+	}
+	var ss []session
+	renameMS := -1.0
 	for rows.Next() {
-		var id int64
-		var db, state, info string
-		if err := rows.Scan(&id, &db, &state, &info); err != nil {
+		var s session
+		if err := rows.Scan(&s.id, &s.db, &s.state, &s.info, &s.ms); err != nil {
 			return err
 		}
-		if aheadOfRename(state, info, r.orig.Name, db == r.cfg.Database) {
+		if s.id == rename {
+			renameMS = s.ms
+			continue
+		}
+		ss = append(ss, s)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, s := range ss {
+		later := renameMS >= 0 && s.ms < renameMS && strings.Contains(strings.ToLower(s.state), "metadata lock")
+		if !later && aheadOfRename(s.state, s.info, r.orig.Name, s.db == r.cfg.Database) {
 			return fmt.Errorf("%w: session %d runs %q, which the server could run on %s before the RENAME; the cut-over tries again",
-				mdl.ErrRetry, id, clip(info, 80), r.orig.Name)
+				mdl.ErrRetry, s.id, clip(s.info, 80), r.orig.Name)
 		}
 	}
-	return rows.Err()
+	return nil
 }
+
+// sessionListOnly makes, in tests, noneQueuedAhead read the session list as
+// where the guard is blind (export_test.go); it is false otherwise.
+var sessionListOnly = func(database string) bool { return false }
 
 // aheadOfRename reports whether a session in state running statement info
 // may take table before a RENAME queued on it: a statement other than a read
 // or a row write that names table, or, in table's database (here), waits on
 // a metadata lock.
 func aheadOfRename(state, info, table string, here bool) bool {
-	switch firstKeyword(info) {
+	kw := firstKeyword(info)
+	if kw == "SET" {
+		// SET STATEMENT ... FOR a statement: that statement.
+		if m := setStatementFor.FindStringSubmatch(skipComments(info)); m != nil {
+			return aheadOfRename(state, m[1], table, here)
+		}
+	}
+	switch kw {
 	case "SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "WITH", "VALUES", "TABLE", "LOAD",
 		"SHOW", "DESCRIBE", "DESC", "EXPLAIN", "SET", "DO", "BEGIN", "START", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "XA":
 		return false
@@ -305,12 +336,29 @@ func aheadOfRename(state, info, table string, here bool) bool {
 	return namesTable(info, table)
 }
 
+// setStatementFor matches MariaDB's SET STATEMENT ... FOR statement.
+var setStatementFor = regexp.MustCompile(`(?is)^SET\s+STATEMENT\s.*?\sFOR\s+(.*)$`)
+
 // firstKeyword is the first word of statement s, upper-cased, past leading
-// comments, blanks and parentheses.
+// comments, blanks and parentheses; "" if none is found, or if a comment is
+// one the server runs (/*! ... */, /*M! ... */).
 func firstKeyword(s string) string {
+	s = skipComments(s)
+	end := strings.IndexFunc(s, func(c rune) bool { return !unicode.IsLetter(c) })
+	if end < 0 {
+		end = len(s)
+	}
+	return strings.ToUpper(s[:end])
+}
+
+// skipComments returns s past its leading comments, blanks and
+// parentheses: "" at a comment the server runs, or one that does not end.
+func skipComments(s string) string {
 	for {
 		s = strings.TrimLeft(s, " \t\r\n(")
 		switch {
+		case strings.HasPrefix(s, "/*!"), strings.HasPrefix(s, "/*M!"):
+			return ""
 		case strings.HasPrefix(s, "/*"):
 			end := strings.Index(s, "*/")
 			if end < 0 {
@@ -324,11 +372,7 @@ func firstKeyword(s string) string {
 			}
 			s = s[end+1:]
 		default:
-			end := strings.IndexFunc(s, func(c rune) bool { return !unicode.IsLetter(c) })
-			if end < 0 {
-				end = len(s)
-			}
-			return strings.ToUpper(s[:end])
+			return s
 		}
 	}
 }
@@ -336,6 +380,13 @@ func firstKeyword(s string) string {
 // namesTable reports whether statement s names table, as a whole word,
 // quoted or not, in any case.
 func namesTable(s, table string) bool {
+	// Quoted, a backtick in a name is doubled.
+	return namesWord(s, table) || strings.Contains(table, "`") && namesWord(s, strings.ReplaceAll(table, "`", "``"))
+}
+
+// namesWord reports whether s holds word, in any case, between characters
+// that cannot be part of a name.
+func namesWord(s, table string) bool {
 	ls, lt := strings.ToLower(s), strings.ToLower(table)
 	ident := func(c byte) bool {
 		return c == '_' || c == '$' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 0x80

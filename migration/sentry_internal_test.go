@@ -89,6 +89,13 @@ func TestAheadOfRename(t *testing.T) {
 		{wait, "WITH c AS (SELECT 1) UPDATE t SET v = 1", false},
 		{"Sending data", "SHOW CREATE TABLE t", false},
 		{"", "COMMIT", false},
+		{wait, "SET STATEMENT lock_wait_timeout=60 FOR TRUNCATE TABLE t", true},
+		{wait, "set statement max_statement_time=5, lock_wait_timeout=1 for\nALTER TABLE t ADD COLUMN c INT", true},
+		{wait, "SET STATEMENT lock_wait_timeout=60 FOR UPDATE t SET v = 1", false},
+		{wait, "SET @x = 1", false},
+		{wait, "/*!TRUNCATE*/ TABLE t", true},
+		{wait, "/*M!100000 TRUNCATE */ TABLE t", true},
+		{wait, "/* unterminated TRUNCATE TABLE t", true},
 	}
 	for _, c := range cases {
 		if got := aheadOfRename(c.state, c.info, "t", true); got != c.want {
@@ -98,6 +105,9 @@ func TestAheadOfRename(t *testing.T) {
 		if got, want := aheadOfRename(c.state, c.info, "t", false), c.want && namesTable(c.info, "t"); got != want {
 			t.Errorf("aheadOfRename(%q, %q) elsewhere = %v, want %v", c.state, c.info, got, want)
 		}
+	}
+	if !namesTable("ALTER TABLE `a``b` FORCE", "a`b") || namesTable("ALTER TABLE `a``bc` FORCE", "a`b") {
+		t.Error("a name with a backtick, doubled when quoted, is not found as a word")
 	}
 	// Generated: a table's name in a statement, with random neighbours, is
 	// found exactly when no identifier character touches it (seed printed).
