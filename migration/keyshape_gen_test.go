@@ -461,7 +461,14 @@ func ksDump(t *testing.T, db *testdb.DB, table string, cols, key []string) []str
 	for i, c := range cols {
 		exprs[i] = "CAST(`" + c + "` AS BINARY)"
 	}
-	rows, err := db.Query("SELECT " + strings.Join(exprs, ", ") + " FROM `" + table + "` ORDER BY `" + strings.Join(key, "`, `") + "`")
+	// In the bytes' order: the server may sort a key column's collation one
+	// way by its index and another by a sort (MariaDB 11.8, utf8mb4_0900_bin
+	// under a DESC key), which would show the same rows in two orders.
+	order := make([]string, len(key))
+	for i, k := range key {
+		order[i] = "CAST(`" + k + "` AS BINARY)"
+	}
+	rows, err := db.Query("SELECT " + strings.Join(exprs, ", ") + " FROM `" + table + "` ORDER BY " + strings.Join(order, ", "))
 	if err != nil {
 		t.Fatalf("dump %s: %v", table, err)
 	}
