@@ -310,7 +310,11 @@ func resumable(err error) bool {
 // resumeShadow takes up the shadow of the checkpoint: the indexes still to
 // build are the new table's that it lacks.
 func (r *Runner) resumeShadow(ctx context.Context) error {
-	r.shadowCreated, r.ckptCreated, r.ckpt = true, true, r.resume
+	// A copy: the checkpoints this run writes must not change what it
+	// took up (the copy still to do is read from r.resume after they begin).
+	ckpt := *r.resume
+	ckpt.Indexes, ckpt.Todo, ckpt.Artifacts = slices.Clone(ckpt.Indexes), slices.Clone(ckpt.Todo), slices.Clone(ckpt.Artifacts)
+	r.shadowCreated, r.ckptCreated, r.ckpt = true, true, &ckpt
 	// Copies of the triggers, if the earlier run died in its cut-over's
 	// last moments, before anything writes to the shadow (triggers.go).
 	if err := r.dropShadowTriggers(ctx, nil); err != nil {

@@ -402,3 +402,44 @@ func finished(t *testing.T, db *testdb.DB, alter string) bool {
 	}
 	return ckpt == 0 && (extra == 1) == strings.HasPrefix(alter, "ADD")
 }
+
+// TestResumeKeepsWhatItTookUp: a run killed after its copy (waiting on its
+// postponed cut-over) is taken up by a run whose checkpoints come every
+// 20 ms and that waits 400 ms before its copy phase. Its checkpoints, written
+// while it waited, must not change the checkpoint it took up: it copies
+// nothing again, and the table holds every row.
+func TestResumeKeepsWhatItTookUp(t *testing.T) {
+	if os.Getenv("SLUICE_RESUME_CHILD") != "" {
+		t.Skip()
+	}
+	db := tableT(t, 20000)
+	const alter = "ADD COLUMN extra INT NOT NULL DEFAULT 7"
+	c := startChild(t, childJob{DSN: os.Getenv(testdb.Env), Database: db.Name, Table: "t", Alter: alter,
+		Postpone: true, Every: 50 * time.Millisecond})
+	if err, killed := c.killIn("postponed", 500*time.Millisecond); !killed {
+		t.Fatalf("the run was not killed while postponed (%v):\n%s", err, c.out)
+	}
+	db.MustExec(t, "UPDATE t SET v = -v WHERE id % 100 = 3", "INSERT INTO t (id, v) VALUES (50000, 1)")
+	var wantSum, wantRows int64
+	if err := db.QueryRow("SELECT SUM(v), COUNT(*) FROM t").Scan(&wantSum, &wantRows); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config(t, db, "t", alter)
+	cfg.CheckpointInterval = 20 * time.Millisecond
+	cfg.OnPhase = func(p string) {
+		if p == "copy" {
+			time.Sleep(400 * time.Millisecond)
+		}
+	}
+	res, err := mustRunner(t, cfg).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Resumed || res.RowsCopied != 0 || res.Recopied != 0 {
+		t.Errorf("the resumed run copied again: resumed %v, rows copied %d, cleared %d (the earlier run had copied %d)", res.Resumed, res.RowsCopied, res.Recopied, res.ResumedRows)
+	}
+	var sum, rows int64
+	if err := db.QueryRow("SELECT SUM(v), COUNT(*) FROM t").Scan(&sum, &rows); err != nil || sum != wantSum || rows != wantRows {
+		t.Errorf("after the resumed run: sum %d rows %d (%v), want %d and %d", sum, rows, err, wantSum, wantRows)
+	}
+}
