@@ -355,6 +355,22 @@ func TestTakeUpTriggerCapture(t *testing.T) {
 	if trs := allTriggers(t, db); len(trs) != 3 {
 		t.Fatalf("the refusal of another ALTER dropped the triggers: %v", trs)
 	}
+	// A refusal after the capture is checked and before the shadow is
+	// taken up (both names of the old table taken) keeps them too.
+	db.MustExec(t, "CREATE TABLE _t_old (x INT)")
+	var stamped []string
+	for i := range 90 {
+		stamped = append(stamped, "`"+schema.StampedOld("t", time.Now().Add(time.Duration(i)*time.Second))+"`")
+		db.MustExec(t, "CREATE TABLE "+stamped[i]+" (x INT)")
+	}
+	_, err = run(first, byTriggers)
+	if err == nil || !strings.Contains(err.Error(), "already exist") || !strings.Contains(err.Error(), "triggers stay on t") {
+		t.Fatalf("a run with both old names taken: %v, want a refusal saying the triggers stay", err)
+	}
+	if trs := allTriggers(t, db); len(trs) != 3 {
+		t.Fatalf("the refusal for the old table's name dropped the triggers: %v", trs)
+	}
+	db.MustExec(t, "DROP TABLE _t_old, "+strings.Join(stamped, ", "))
 	db.MustExec(t, "UPDATE t SET v = v + 1 WHERE id = 3")
 	wantSum++
 	res, err := run(first, byTriggers)

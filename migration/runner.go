@@ -162,6 +162,9 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 		if cerr := r.teardown(ctx, err); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
+		if err != nil && r.keptCapture && r.queue != nil {
+			err = fmt.Errorf("%w (the earlier run's change-capture triggers stay on %s, recording every write, for it)", err, r.orig.Name)
+		}
 		r.res.Total = time.Since(start)
 		r.res.LockAttempts = int(r.lockAttempts.Load())
 		r.res.Swapped = r.swapped.Load()
@@ -272,6 +275,11 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 		r.res.Kept = r.names.Shadow
 		r.log.Warn("kept the new table and its checkpoint: run the same command again to resume, or with --restart to start over",
 			"shadow", r.names.Shadow, "checkpoint", r.names.Checkpoint)
+	case r.queue != nil && r.resume != nil && !r.shadowCreated:
+		// The earlier run's capture, not yet taken up with its shadow and
+		// checkpoint: all three stay for the next run (takeUpCapture).
+		r.keptCapture = true
+		r.log.Warn("the earlier run's change-capture triggers stay, recording every write, with its new table and checkpoint", "queue", r.queue.Table)
 	default:
 		if r.queue != nil {
 			if err := r.dropCapture(cctx); err != nil {
