@@ -448,23 +448,9 @@ func (r *Runner) endEarlierRun(ctx context.Context, run string) error {
 	}
 	deadline := time.Now().Add(r.cfg.LockDeadline)
 	for logged := false; ; {
-		rows, err := r.db.QueryContext(ctx, "SELECT PROCESSLIST_ID FROM performance_schema.session_connect_attrs WHERE ATTR_NAME = ? AND ATTR_VALUE = ?",
-			mdl.RunAttr, run)
+		ids, err := r.earlierSessions(ctx, run)
 		if err != nil {
 			return fmt.Errorf("%w: find the sessions of the earlier run: %w", ErrPreflight, err)
-		}
-		var ids []int64
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
 		}
 		if len(ids) == 0 {
 			return nil
@@ -485,4 +471,59 @@ func (r *Runner) endEarlierRun(ctx context.Context, run string) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// earlierSessions returns the sessions of run: those whose connection
+// carries its sluice_run attribute. Where performance_schema shows no
+// connection attributes (it is off, as by default on MariaDB), those whose
+// running statement names the run's new table or checkpoint as sluice
+// writes them (`db`.`name`): an idle session of a dead client writes nothing
+// and is ended by the server. The session list shows other accounts'
+// sessions only to one with PROCESS (grants.go).
+func (r *Runner) earlierSessions(ctx context.Context, run string) ([]int64, error) {
+	if !sessionListOnly(r.cfg.Database) {
+		var ids []int64
+		visible := false
+		rows, err := r.db.QueryContext(ctx, "SELECT PROCESSLIST_ID, ATTR_VALUE, PROCESSLIST_ID = CONNECTION_ID() FROM performance_schema.session_connect_attrs WHERE ATTR_NAME = ? AND ATTR_VALUE IN (?, ?)",
+			mdl.RunAttr, run, r.cfg.Conn.RunID)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			var value string
+			var here bool
+			if err := rows.Scan(&id, &value, &here); err != nil {
+				return nil, err
+			}
+			switch {
+			case value == run:
+				ids = append(ids, id)
+			case here:
+				visible = true // this connection's attribute is seen: so would the earlier run's be
+			}
+		}
+		if err := rows.Err(); err != nil || visible || len(ids) > 0 {
+			return ids, err
+		}
+	}
+	names := []string{dbconn.QuoteTable(r.cfg.Database, r.names.Shadow), dbconn.QuoteTable(r.cfg.Database, r.names.Checkpoint)}
+	rows, err := r.db.QueryContext(ctx, "SELECT ID, INFO FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND INFO IS NOT NULL")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		var info string
+		if err := rows.Scan(&id, &info); err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(names, func(n string) bool { return strings.Contains(info, n) }) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, rows.Err()
 }

@@ -443,3 +443,77 @@ func TestResumeKeepsWhatItTookUp(t *testing.T) {
 		t.Errorf("after the resumed run: sum %d rows %d (%v), want %d and %d", sum, rows, err, wantSum, wantRows)
 	}
 }
+
+// TestResumeEndsTheEarlierRunsStatements: a statement a killed run sent into
+// its new table runs on after sluice died (here an INSERT that takes seconds,
+// then writes a row the original never had). The run that resumes
+// ends it before it touches the new table, whether it finds the statement by
+// its connection's sluice_run attribute or, as where performance_schema is
+// off, in the session list; the table then holds exactly the original's rows.
+// (The statement is a join of 400 million pairs, some seconds, that a KILL
+// stops: one that sleeps would be woken by it and write its row all the same.)
+func TestResumeEndsTheEarlierRunsStatements(t *testing.T) {
+	if os.Getenv("SLUICE_RESUME_CHILD") != "" {
+		t.Skip()
+	}
+	for _, how := range []string{"attribute", "session list"} {
+		t.Run(how, func(t *testing.T) {
+			db := tableT(t, 20000)
+			const alter = "ADD COLUMN extra INT NOT NULL DEFAULT 7"
+			c := startChild(t, childJob{DSN: os.Getenv(testdb.Env), Database: db.Name, Table: "t", Alter: alter,
+				Postpone: true, Every: 50 * time.Millisecond})
+			if err, killed := c.killIn("postponed", 300*time.Millisecond); !killed {
+				t.Fatalf("the run was not killed while postponed (%v):\n%s", err, c.out)
+			}
+			var run string
+			if err := db.QueryRow("SELECT JSON_UNQUOTE(JSON_EXTRACT(body, '$.run')) FROM _t_ckpt WHERE id = 1").Scan(&run); err != nil || run == "" {
+				t.Fatalf("the checkpoint names no run (%q): %v", run, err)
+			}
+			earlier := db.Server
+			earlier.RunID = run
+			if how == "session list" {
+				earlier.RunID = ""
+				migration.SessionListOnly(db.Name)
+			}
+			conn, err := dbconn.Open(context.Background(), earlier, db.Name, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			stray := make(chan error, 1)
+			go func() {
+				_, err := conn.Exec("INSERT INTO " + dbconn.QuoteTable(db.Name, "_t_new") + " (id, v, extra) SELECT 900000, COUNT(*), 7 FROM t a JOIN t b ON a.v + b.v = 3")
+				stray <- err
+			}()
+			for started := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+				var n int
+				db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'INSERT INTO %JOIN t b ON a.v + b.v = 3'").Scan(&n)
+				if n == 1 {
+					break
+				}
+				if time.Since(started) > 10*time.Second {
+					t.Fatal("the stray INSERT did not start")
+				}
+			}
+			res, err := mustRunner(t, config(t, db, "t", alter)).Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-stray:
+				if err == nil {
+					t.Errorf("the earlier run's INSERT ran to its end")
+				}
+			case <-time.After(5 * time.Second):
+				t.Errorf("the earlier run's INSERT still runs after the resumed run")
+			}
+			if !res.Resumed {
+				t.Errorf("the run did not resume")
+			}
+			var n, above int
+			if err := db.QueryRow("SELECT COUNT(*), COUNT(CASE WHEN id > 20000 THEN 1 END) FROM t").Scan(&n, &above); err != nil || n != 20000 || above != 0 {
+				t.Errorf("after the resumed run: %d rows, %d not in the original (%v), want 20000 and 0", n, above, err)
+			}
+		})
+	}
+}
