@@ -2,6 +2,7 @@ package migration_test
 
 import (
 	"context"
+	"database/sql"
 	"log/slog"
 	"strings"
 	"sync"
@@ -29,39 +30,19 @@ type counterWriters struct {
 func startCounters(t *testing.T, db *testdb.DB, n int) *counterWriters {
 	t.Helper()
 	w := &counterWriters{n: n, done: make([]int64, n+1), failed: make([]int64, n+1)}
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	for id := 1; id <= n; id++ {
-		c, err := db.Conn(context.Background())
+	w.stop = db.Writers(t, n, func(c *sql.Conn, id int) {
+		start := time.Now()
+		_, err := c.ExecContext(context.Background(), "UPDATE t SET v = v + 1 WHERE id = ?", id)
+		took := time.Since(start)
+		w.mu.Lock()
 		if err != nil {
-			t.Fatal(err)
+			w.failed[id]++
+		} else {
+			w.done[id]++
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer c.Close()
-			for {
-				select {
-				case <-quit:
-					return
-				default:
-				}
-				start := time.Now()
-				_, err := c.ExecContext(context.Background(), "UPDATE t SET v = v + 1 WHERE id = ?", id)
-				took := time.Since(start)
-				w.mu.Lock()
-				if err != nil {
-					w.failed[id]++
-				} else {
-					w.done[id]++
-				}
-				w.slowest = max(w.slowest, took)
-				w.mu.Unlock()
-			}
-		}()
-	}
-	w.stop = sync.OnceFunc(func() { close(quit); wg.Wait() })
-	t.Cleanup(w.stop)
+		w.slowest = max(w.slowest, took)
+		w.mu.Unlock()
+	})
 	return w
 }
 

@@ -255,21 +255,33 @@ func (r *Runner) probeQueued(ctx context.Context) error {
 // on MariaDB (grants.go).
 func (r *Runner) noneQueuedAhead(ctx context.Context, rename int64) error {
 	if r.res.LockGuardBlind == "" && !sessionListOnly(r.cfg.Database) {
-		ss, err := mdl.Sessions(ctx, r.db, r.cfg.Database, []string{r.orig.Name}, r.cfg.Conn.RunID, rename)
-		if err != nil {
-			return err
-		}
-		for _, s := range ss {
-			for _, typ := range slices.Concat(s.Held, s.Pending) {
-				switch typ {
-				case "EXCLUSIVE", "SHARED_NO_READ_WRITE", "SHARED_NO_WRITE", "SHARED_UPGRADABLE":
-					return fmt.Errorf("%w: session %d holds or asks for %s on %s (%q), which the server could run on %s before the RENAME; the cut-over tries again",
-						mdl.ErrRetry, s.ID, typ, r.orig.Name, clip(s.Query, 80), r.orig.Name)
-				}
+		return r.noneAheadByLocks(ctx, rename)
+	}
+	return r.noneAheadInList(ctx, rename)
+}
+
+// noneAheadByLocks is noneQueuedAhead from performance_schema's metadata
+// locks.
+func (r *Runner) noneAheadByLocks(ctx context.Context, rename int64) error {
+	ss, err := mdl.Sessions(ctx, r.db, r.cfg.Database, []string{r.orig.Name}, r.cfg.Conn.RunID, rename)
+	if err != nil {
+		return err
+	}
+	for _, s := range ss {
+		for _, typ := range slices.Concat(s.Held, s.Pending) {
+			switch typ {
+			case "EXCLUSIVE", "SHARED_NO_READ_WRITE", "SHARED_NO_WRITE", "SHARED_UPGRADABLE":
+				return fmt.Errorf("%w: session %d holds or asks for %s on %s (%q), which the server could run on %s before the RENAME; the cut-over tries again",
+					mdl.ErrRetry, s.ID, typ, r.orig.Name, clip(s.Query, 80), r.orig.Name)
 			}
 		}
-		return nil
 	}
+	return nil
+}
+
+// noneAheadInList is noneQueuedAhead from the session list, where the lock
+// guard is blind.
+func (r *Runner) noneAheadInList(ctx context.Context, rename int64) error {
 	// TIME_MS is the time in the current state: a session that has waited
 	// on a lock for less time than the RENAME asked after it.
 	rows, err := r.db.QueryContext(ctx, `SELECT ID, COALESCE(DB, ''), COALESCE(STATE, ''), COALESCE(INFO, ''), TIME_MS

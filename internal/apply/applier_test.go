@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"sync"
@@ -102,27 +103,13 @@ func TestRowsLockedWithoutPauseAreApplied(t *testing.T) {
 	db := testdb.New(t)
 	db.MustExec(t, "CREATE TABLE src (id INT PRIMARY KEY, v INT)", "CREATE TABLE dst (id INT PRIMARY KEY, v INT)")
 	db.Fill(t, "src", 300, "n, n")
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	var wg sync.WaitGroup
 	var scans [3]int
-	for w := range scans {
-		c, err := db.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
+	stop := db.Writers(t, len(scans), func(c *sql.Conn, w int) {
+		// Every row locked by each statement, back to back.
+		if _, err := c.ExecContext(context.Background(), "UPDATE src SET v = v + 1 WHERE v + 0 >= 0"); err == nil {
+			scans[w-1]++
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer c.Close()
-			for ctx.Err() == nil {
-				// Every row locked by each statement, back to back.
-				if _, err := c.ExecContext(context.Background(), "UPDATE src SET v = v + 1 WHERE v + 0 >= 0"); err == nil {
-					scans[w]++
-				}
-			}
-		}()
-	}
+	})
 	m, key := db.Mapping(t, "src", "dst", false)
 	sched := NewScheduler()
 	a, err := New(Config{DB: db.DB, Mapping: m, Key: key, Workers: 2, BatchSize: 50, Flavor: db.Flavor}, sched)
@@ -141,7 +128,6 @@ func TestRowsLockedWithoutPauseAreApplied(t *testing.T) {
 	}
 	left := sched.Backlog()
 	stop()
-	wg.Wait()
 	t.Logf("scans by the writers: %v; keys left: %d", scans, left)
 	if left > 0 {
 		t.Fatalf("%d of 300 keys were still not applied after 20s of writers locking every row", left)
