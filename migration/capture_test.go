@@ -371,6 +371,19 @@ func TestTakeUpTriggerCapture(t *testing.T) {
 		t.Fatalf("the refusal for the old table's name dropped the triggers: %v", trs)
 	}
 	db.MustExec(t, "DROP TABLE _t_old, "+strings.Join(stamped, ", "))
+	// And one before the capture is checked (a panic flag file there
+	// already).
+	panicFile := t.TempDir() + "/panic"
+	if err := os.WriteFile(panicFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = run(first, func(c *migration.Config) { byTriggers(c); c.PanicFlagFile = panicFile })
+	if err == nil || !strings.Contains(err.Error(), "panic flag file") || !strings.Contains(err.Error(), "triggers stay on t") {
+		t.Fatalf("a run with the panic flag file there: %v, want a refusal saying the triggers stay", err)
+	}
+	if trs := allTriggers(t, db); len(trs) != 3 {
+		t.Fatalf("the refusal for the panic flag file dropped the triggers: %v", trs)
+	}
 	db.MustExec(t, "UPDATE t SET v = v + 1 WHERE id = 3")
 	wantSum++
 	res, err := run(first, byTriggers)

@@ -476,10 +476,12 @@ func (r *Runner) endEarlierRun(ctx context.Context, run string) error {
 // earlierSessions returns the sessions of run: those whose connection
 // carries its sluice_run attribute. Where performance_schema shows no
 // connection attributes (it is off, as by default on MariaDB), those whose
-// running statement names the run's new table or checkpoint as sluice
-// writes them (`db`.`name`): an idle session of a dead client writes nothing
-// and is ended by the server. The session list shows other accounts'
-// sessions only to one with PROCESS (grants.go).
+// running statement writes and names the run's new table, its checkpoint or
+// its change queue (a CREATE TRIGGER writing to it) as sluice writes them,
+// `db`.`name`: reads (a backup, a person looking) are let be, and an idle
+// session of a dead client writes nothing and is ended by the server. The
+// session list shows other accounts' sessions only to one with PROCESS
+// (grants.go).
 func (r *Runner) earlierSessions(ctx context.Context, run string) ([]int64, error) {
 	if !sessionListOnly(r.cfg.Database) {
 		var ids []int64
@@ -508,7 +510,9 @@ func (r *Runner) earlierSessions(ctx context.Context, run string) ([]int64, erro
 			return ids, err
 		}
 	}
-	names := []string{dbconn.QuoteTable(r.cfg.Database, r.names.Shadow), dbconn.QuoteTable(r.cfg.Database, r.names.Checkpoint)}
+	queue, _ := capture.Names(r.cfg.Table)
+	names := []string{dbconn.QuoteTable(r.cfg.Database, r.names.Shadow), dbconn.QuoteTable(r.cfg.Database, r.names.Checkpoint),
+		dbconn.QuoteTable(r.cfg.Database, queue)}
 	rows, err := r.db.QueryContext(ctx, "SELECT ID, INFO FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND INFO IS NOT NULL")
 	if err != nil {
 		return nil, err
@@ -521,9 +525,19 @@ func (r *Runner) earlierSessions(ctx context.Context, run string) ([]int64, erro
 		if err := rows.Scan(&id, &info); err != nil {
 			return nil, err
 		}
-		if slices.ContainsFunc(names, func(n string) bool { return strings.Contains(info, n) }) {
+		if earlierWrite(info) && slices.ContainsFunc(names, func(n string) bool { return strings.Contains(info, n) }) {
 			ids = append(ids, id)
 		}
 	}
 	return ids, rows.Err()
+}
+
+// earlierWrite reports whether statement info, as the session list shows
+// it, is of a kind sluice sends to change its tables.
+func earlierWrite(info string) bool {
+	switch firstKeyword(info) {
+	case "INSERT", "REPLACE", "UPDATE", "DELETE", "ALTER", "CREATE", "DROP", "RENAME", "TRUNCATE":
+		return true
+	}
+	return false
 }

@@ -406,7 +406,8 @@ func finished(t *testing.T, db *testdb.DB, alter string) bool {
 // TestResumeKeepsWhatItTookUp: a run killed after its copy (waiting on its
 // postponed cut-over) is taken up by a run whose checkpoints come every
 // 20 ms and that waits 400 ms before its copy phase. Its checkpoints, written
-// while it waited, must not change the checkpoint it took up: it copies
+// while it waited, must not change the checkpoint it took up, and must say
+// the copy is done (a run killed then would copy every row again): it copies
 // nothing again, and the table holds every row.
 func TestResumeKeepsWhatItTookUp(t *testing.T) {
 	if os.Getenv("SLUICE_RESUME_CHILD") != "" {
@@ -426,14 +427,19 @@ func TestResumeKeepsWhatItTookUp(t *testing.T) {
 	}
 	cfg := config(t, db, "t", alter)
 	cfg.CheckpointInterval = 20 * time.Millisecond
+	var copied string
 	cfg.OnPhase = func(p string) {
 		if p == "copy" {
 			time.Sleep(400 * time.Millisecond)
+			db.QueryRow("SELECT JSON_EXTRACT(body, '$.copied') FROM _t_ckpt WHERE id = 1").Scan(&copied)
 		}
 	}
 	res, err := mustRunner(t, cfg).Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if copied != "true" {
+		t.Errorf("the checkpoint written before the copy phase says the copy is done: %q, want true", copied)
 	}
 	if !res.Resumed || res.RowsCopied != 0 || res.Recopied != 0 {
 		t.Errorf("the resumed run copied again: resumed %v, rows copied %d, cleared %d (the earlier run had copied %d)", res.Resumed, res.RowsCopied, res.Recopied, res.ResumedRows)
@@ -450,7 +456,7 @@ func TestResumeKeepsWhatItTookUp(t *testing.T) {
 // ends it before it touches the new table, whether it finds the statement by
 // its connection's sluice_run attribute or, as where performance_schema is
 // off, in the session list; the table then holds exactly the original's rows.
-// (The statement is a join of 400 million pairs, some seconds, that a KILL
+// A session that only reads the new table is let be. (The statement is a join of 400 million pairs, some seconds, that a KILL
 // stops: one that sleeps would be woken by it and write its row all the same.)
 func TestResumeEndsTheEarlierRunsStatements(t *testing.T) {
 	if os.Getenv("SLUICE_RESUME_CHILD") != "" {
@@ -495,9 +501,41 @@ func TestResumeEndsTheEarlierRunsStatements(t *testing.T) {
 					t.Fatal("the stray INSERT did not start")
 				}
 			}
-			res, err := mustRunner(t, config(t, db, "t", alter)).Run(context.Background())
+			// A reader of the new table, not sluice's, is let be.
+			reader, err := db.Conn(context.Background())
 			if err != nil {
 				t.Fatal(err)
+			}
+			defer reader.Close()
+			var readerID int64
+			if err := reader.QueryRowContext(context.Background(), "SELECT CONNECTION_ID()").Scan(&readerID); err != nil {
+				t.Fatal(err)
+			}
+			read := make(chan error, 1)
+			go func() {
+				_, err := reader.ExecContext(context.Background(), "SELECT COUNT(*) FROM "+dbconn.QuoteTable(db.Name, "_t_new")+" a JOIN "+dbconn.QuoteTable(db.Name, "_t_new")+" b ON a.v + b.v = 3")
+				read <- err
+			}()
+			time.Sleep(100 * time.Millisecond)
+			cfg := config(t, db, "t", alter)
+			readerLived := false
+			cfg.OnPhase = func(p string) {
+				if p != "shadow" {
+					return
+				}
+				select {
+				case <-read:
+				default:
+					readerLived = true
+				}
+				db.Exec(fmt.Sprintf("KILL QUERY %d", readerID)) // it would hold up the cut-over
+			}
+			res, err := mustRunner(t, cfg).Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !readerLived {
+				t.Errorf("the resumed run ended a session that only read its new table")
 			}
 			select {
 			case err := <-stray:

@@ -162,8 +162,8 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 		if cerr := r.teardown(ctx, err); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
-		if err != nil && r.keptCapture && r.queue != nil {
-			err = fmt.Errorf("%w (the earlier run's change-capture triggers stay on %s, recording every write, for it)", err, r.orig.Name)
+		if err != nil && r.earlierCaptureKept() {
+			err = fmt.Errorf("%w (the earlier run's change-capture triggers stay on %s, recording every write, for the run that takes up its checkpoint)", err, r.orig.Name)
 		}
 		r.res.Total = time.Since(start)
 		r.res.LockAttempts = int(r.lockAttempts.Load())
@@ -246,6 +246,13 @@ func (r *Runner) runPhase(ctx context.Context, name string, fn func(context.Cont
 // Phase returns the name of the running phase.
 func (r *Runner) Phase() string { return r.phase.Load().(string) }
 
+// earlierCaptureKept reports whether the run stops with the capture by
+// triggers of the run it takes up not yet taken up with that run's shadow
+// and checkpoint: all three stay for the next run (takeUpCapture).
+func (r *Runner) earlierCaptureKept() bool {
+	return r.resume != nil && r.resume.Capture == CaptureTriggers && !r.shadowCreated
+}
+
 // teardown stops background work and, unless the swap happened, drops the
 // shadow table. It runs even when ctx is done.
 func (r *Runner) teardown(ctx context.Context, runErr error) error {
@@ -275,11 +282,8 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 		r.res.Kept = r.names.Shadow
 		r.log.Warn("kept the new table and its checkpoint: run the same command again to resume, or with --restart to start over",
 			"shadow", r.names.Shadow, "checkpoint", r.names.Checkpoint)
-	case r.queue != nil && r.resume != nil && !r.shadowCreated:
-		// The earlier run's capture, not yet taken up with its shadow and
-		// checkpoint: all three stay for the next run (takeUpCapture).
-		r.keptCapture = true
-		r.log.Warn("the earlier run's change-capture triggers stay, recording every write, with its new table and checkpoint", "queue", r.queue.Table)
+	case r.earlierCaptureKept():
+		r.log.Warn("the earlier run's change-capture triggers stay, recording every write, with its new table and checkpoint", "table", r.orig.Name)
 	default:
 		if r.queue != nil {
 			if err := r.dropCapture(cctx); err != nil {
@@ -358,6 +362,11 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 				return err
 			}
 		}
+	}
+	if r.resume != nil && r.resume.Copied {
+		// Before the first checkpoint: one written before the copy phase
+		// must say so too.
+		r.sched.CopyDone()
 	}
 	keptUnique, err := r.shadowHasUnique(ctx)
 	if err != nil {
