@@ -65,3 +65,6 @@ func init() {
 		return nil
 	}
 }
+
+// RunLockName is the named lock a run of database.table holds.
+func RunLockName(database, table string) string { return runLockName(database, table) }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/internal/capture"
+	"github.com/sluicedb/sluice/internal/copier"
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/mdl"
 	"github.com/sluicedb/sluice/internal/ranges"
@@ -51,12 +52,98 @@ func (r *Runner) takeRunLock(ctx context.Context) error {
 		discard(conn)
 		return preflightErr("another migration of %s.%s is running (a sluice run holds its lock); wait for it to end, or stop it first", r.cfg.Database, r.cfg.Table)
 	}
+	keepOpen(ctx, conn)
 	r.runLock = conn
+	r.live.mu.Lock()
+	stop := r.live.cancel
+	r.live.mu.Unlock()
+	wctx, quit := context.WithCancel(ctx)
+	r.runLockQuit, r.runLockDone = quit, make(chan struct{})
+	go r.watchRunLock(wctx, stop)
 	return nil
 }
 
-// releaseRunLock ends the run's hold on the table (teardown).
+// keepOpen lifts the idle timeout of the run lock's connection: a run of
+// hours waits on it far longer than the server's wait_timeout (8 hours by
+// default), and the lock would go with it.
+func keepOpen(ctx context.Context, conn *sql.Conn) {
+	conn.ExecContext(ctx, "SET SESSION wait_timeout = 31536000") // the most the server takes; a refusal leaves it to the watch
+}
+
+// runLockCheck is how often a run checks that it still holds its lock.
+const runLockCheck = time.Second
+
+// watchRunLock checks, every runLockCheck until ctx ends (teardown), that
+// the run still holds its lock. A lost connection (killed, cut, timed out)
+// loses the lock with it: the run takes it again on a new connection,
+// retrying while the server cannot be reached (copier.DefaultReconnectFor).
+// If another session has it by then (a second run may be taking up this
+// one's work), stop ends the run, and teardown leaves every table as it is.
+func (r *Runner) watchRunLock(ctx context.Context, stop context.CancelCauseFunc) {
+	defer close(r.runLockDone)
+	name := runLockName(r.cfg.Database, r.cfg.Table)
+	t := time.NewTicker(runLockCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var held sql.NullInt64
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := r.runLock.QueryRowContext(qctx, "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", name).Scan(&held)
+		cancel()
+		if err == nil && held.Int64 == 1 || ctx.Err() != nil {
+			continue
+		}
+		discard(r.runLock)
+		var got sql.NullInt64
+		var conn *sql.Conn
+		cerr := dbconn.RetryLost(ctx, copier.DefaultReconnectFor, nil, func() error {
+			c, err := r.db.Conn(ctx)
+			if err != nil {
+				return err
+			}
+			if err := c.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", name).Scan(&got); err != nil {
+				discard(c)
+				return err
+			}
+			conn = c
+			return nil
+		})
+		if cerr == nil && got.Int64 == 1 {
+			keepOpen(ctx, conn)
+			r.runLock = conn
+			r.log.Warn("the migration's lock went with its connection; taken again", "error", err)
+			continue
+		}
+		if conn != nil {
+			discard(conn)
+		}
+		r.runLock = nil
+		if ctx.Err() != nil {
+			return // teardown: nothing more to hold
+		}
+		r.lockLost.Store(true)
+		why := "another session holds it now"
+		if cerr != nil {
+			why = "it could not be taken again: " + cerr.Error()
+		}
+		stop(fmt.Errorf("the migration's lock on %s.%s went with its connection (%v), and %s: stopping, and leaving every table as it is; once no other sluice works on the table, run the same command again",
+			r.cfg.Database, r.cfg.Table, err, why))
+		return
+	}
+}
+
+// releaseRunLock ends the run's hold on the table (teardown), once its
+// watch has stopped.
 func (r *Runner) releaseRunLock(ctx context.Context) {
+	if r.runLockDone != nil {
+		r.runLockQuit()
+		<-r.runLockDone
+		r.runLockDone = nil
+	}
 	if r.runLock == nil {
 		return
 	}

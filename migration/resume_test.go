@@ -555,3 +555,68 @@ func TestResumeEndsTheEarlierRunsStatements(t *testing.T) {
 		})
 	}
 }
+
+// TestRunLockKeptOrStopped: the connection that holds a run's lock is killed
+// while the run waits on its postponed cut-over. The run takes the lock
+// again and finishes, with every row. Killed again with another session
+// taking the lock at once (as a second run would), the run stops with one
+// line saying so and leaves every table as it was: the new table and its
+// checkpoint stay, for the run that holds the lock.
+func TestRunLockKeptOrStopped(t *testing.T) {
+	for _, taken := range []bool{false, true} {
+		t.Run(fmt.Sprintf("taken=%v", taken), func(t *testing.T) {
+			db := tableT(t, 20000)
+			cfg := config(t, db, "t", "ADD COLUMN extra INT NOT NULL DEFAULT 7")
+			cfg.PostponeCutover = true
+			r := mustRunner(t, cfg)
+			errc := make(chan error, 1)
+			go func() { _, err := r.Run(context.Background()); errc <- err }()
+			waitPhase(t, r, "postponed", errc)
+			name := migration.RunLockName(db.Name, "t")
+			var holder int64
+			if err := db.QueryRow("SELECT IS_USED_LOCK(?)", name).Scan(&holder); err != nil || holder == 0 {
+				t.Fatalf("nobody holds the run's lock %s (%d): %v", name, holder, err)
+			}
+			other, err := db.Conn(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			db.MustExec(t, fmt.Sprintf("KILL %d", holder))
+			if taken {
+				var got int
+				if err := other.QueryRowContext(context.Background(), "SELECT GET_LOCK(?, 5)", name).Scan(&got); err != nil || got != 1 {
+					t.Fatalf("the test could not take the lock: %d %v", got, err)
+				}
+				select {
+				case err := <-errc:
+					if err == nil || !strings.Contains(err.Error(), "lock on") || !strings.Contains(err.Error(), "another session holds it") || strings.Contains(err.Error(), "\n") {
+						t.Fatalf("the run whose lock was taken: %v, want one line saying so", err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("the run whose lock another session took goes on")
+				}
+				if tables := db.Tables(t); !slices.Equal(tables, []string{"_t_ckpt", "_t_cutover", "_t_new", "t"}) {
+					t.Errorf("after the run stopped: tables %v, want everything left as it was", tables)
+				}
+				return
+			}
+			time.Sleep(2500 * time.Millisecond)
+			var now int64
+			if err := db.QueryRow("SELECT COALESCE(IS_USED_LOCK(?), 0)", name).Scan(&now); err != nil || now == 0 || now == holder {
+				t.Fatalf("after the kill the lock is held by %d (was %d): %v, want a new session of the run", now, holder, err)
+			}
+			db.MustExec(t, "UPDATE t SET v = -v WHERE id % 100 = 1")
+			if err := migration.TriggerCutover(context.Background(), db.DB, db.Name, "t"); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-errc; err != nil {
+				t.Fatalf("the run whose lock was taken again: %v", err)
+			}
+			var n, neg int
+			if err := db.QueryRow("SELECT COUNT(*), SUM(v < 0) FROM t").Scan(&n, &neg); err != nil || n != 20000 || neg != 200 {
+				t.Errorf("after the run: %d rows, %d updated (%v), want 20000 and 200", n, neg, err)
+			}
+		})
+	}
+}

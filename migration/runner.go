@@ -74,8 +74,13 @@ type Runner struct {
 	swapPlan                       swapPlan        // the next cut-over attempt's procedure (swapproc.go)
 	shadowCreated, postponeCreated bool
 	ckptCreated                    bool
-	// runLock holds the table's named lock for the run (resume.go).
-	runLock *sql.Conn
+	// runLock holds the table's named lock for the run (resume.go); its
+	// watch owns it until runLockQuit is called and runLockDone closed.
+	// lockLost says another session took the lock meanwhile.
+	runLock     *sql.Conn
+	runLockQuit context.CancelFunc
+	runLockDone chan struct{}
+	lockLost    atomic.Bool
 	// resume is the checkpoint this run takes up (nil: a fresh run); ckpt
 	// is the one it records.
 	resume, ckpt *checkpoint
@@ -267,7 +272,7 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 	r.ckptMu.Lock()
 	recorded := r.ckpt != nil && r.ckpt.resumable()
 	r.ckptMu.Unlock()
-	keep := runErr != nil && resumable(runErr) && r.shadowCreated && !r.swapped.Load() && recorded
+	keep := runErr != nil && resumable(runErr) && r.shadowCreated && !r.swapped.Load() && recorded && !r.lockLost.Load()
 	if keep {
 		if err := r.finalCheckpoint(cctx); err != nil {
 			r.log.Warn("could not record the last progress; the next run resumes from an earlier checkpoint", "error", err)
@@ -278,6 +283,11 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 	}
 	switch {
 	case r.db == nil:
+	case r.lockLost.Load():
+		// Another run may be at work on them.
+		r.log.Warn("the migration's lock is lost: every table is left as it is")
+		r.db.Close()
+		return errors.Join(errs...)
 	case keep:
 		r.res.Kept = r.names.Shadow
 		r.log.Warn("kept the new table and its checkpoint: run the same command again to resume, or with --restart to start over",
