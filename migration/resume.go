@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/internal/capture"
-	"github.com/sluicedb/sluice/internal/copier"
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/mdl"
 	"github.com/sluicedb/sluice/internal/ranges"
@@ -37,48 +36,62 @@ const runLockWait = 5
 
 // takeRunLock takes the table's named lock, or says another run holds it.
 func (r *Runner) takeRunLock(ctx context.Context) error {
-	conn, err := r.db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrPreflight, err)
-	}
 	// A few seconds' wait: the session of a run killed a moment ago holds
 	// the lock until the server has seen its connection close.
-	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", runLockName(r.cfg.Database, r.cfg.Table), runLockWait).Scan(&got); err != nil {
-		conn.Close()
+	conn, id, got, err := r.lockOn(ctx, runLockWait)
+	if err != nil {
 		return fmt.Errorf("%w: take the migration's lock: %w", ErrPreflight, err)
 	}
-	if got.Int64 != 1 {
-		discard(conn)
+	if !got {
 		return preflightErr("another migration of %s.%s is running (a sluice run holds its lock); wait for it to end, or stop it first", r.cfg.Database, r.cfg.Table)
 	}
-	keepOpen(ctx, conn)
-	r.runLock = conn
+	r.runLock, r.runLockID = conn, id
 	r.live.mu.Lock()
 	stop := r.live.cancel
 	r.live.mu.Unlock()
-	wctx, quit := context.WithCancel(ctx)
+	// Not ended by the run's own cancellation: teardown still works under
+	// the lock, and ends the watch itself (releaseRunLock).
+	wctx, quit := context.WithCancel(context.WithoutCancel(ctx))
 	r.runLockQuit, r.runLockDone = quit, make(chan struct{})
 	go r.watchRunLock(wctx, stop)
 	return nil
 }
 
-// keepOpen lifts the idle timeout of the run lock's connection: a run of
-// hours waits on it far longer than the server's wait_timeout (8 hours by
-// default), and the lock would go with it.
-func keepOpen(ctx context.Context, conn *sql.Conn) {
+// lockOn takes the table's named lock on a new connection, waiting up to
+// wait seconds, and returns that connection and its id if it got it. The
+// connection has no idle timeout: a run of hours waits on it far longer than
+// the server's wait_timeout (8 hours by default), and the lock would go with
+// it.
+func (r *Runner) lockOn(ctx context.Context, wait int) (*sql.Conn, int64, bool, error) {
+	conn, err := r.db.Conn(ctx)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	var got sql.NullInt64
+	var id int64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?), CONNECTION_ID()", runLockName(r.cfg.Database, r.cfg.Table), wait).Scan(&got, &id); err != nil {
+		discard(conn)
+		return nil, 0, false, err
+	}
+	if got.Int64 != 1 {
+		discard(conn)
+		return nil, 0, false, nil
+	}
 	conn.ExecContext(ctx, "SET SESSION wait_timeout = 31536000") // the most the server takes; a refusal leaves it to the watch
+	return conn, id, true, nil
 }
 
 // runLockCheck is how often a run checks that it still holds its lock.
 const runLockCheck = time.Second
 
-// watchRunLock checks, every runLockCheck until ctx ends (teardown), that
-// the run still holds its lock. A lost connection (killed, cut, timed out)
-// loses the lock with it: the run takes it again on a new connection,
-// retrying while the server cannot be reached (copier.DefaultReconnectFor).
-// If another session has it by then (a second run may be taking up this
-// one's work), stop ends the run, and teardown leaves every table as it is.
+// watchRunLock checks, every runLockCheck until ctx ends (releaseRunLock),
+// from a connection of the pool, which session holds the run's lock. Its
+// own: nothing to do, however slow the check (a check that fails tells
+// nothing, and no other run can take the lock from a server it cannot
+// reach). None: the lock's session is gone (killed, cut, timed out), and the
+// run takes the lock again on a new connection. Another: a second run may be
+// taking up this one's work; stop ends the run, and teardown leaves every
+// table as it is.
 func (r *Runner) watchRunLock(ctx context.Context, stop context.CancelCauseFunc) {
 	defer close(r.runLockDone)
 	name := runLockName(r.cfg.Database, r.cfg.Table)
@@ -90,48 +103,36 @@ func (r *Runner) watchRunLock(ctx context.Context, stop context.CancelCauseFunc)
 			return
 		case <-t.C:
 		}
-		var held sql.NullInt64
+		var holder sql.NullInt64
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := r.runLock.QueryRowContext(qctx, "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", name).Scan(&held)
+		err := r.db.QueryRowContext(qctx, "SELECT IS_USED_LOCK(?)", name).Scan(&holder)
 		cancel()
-		if err == nil && held.Int64 == 1 || ctx.Err() != nil {
+		if err != nil || holder.Valid && holder.Int64 == r.runLockID {
 			continue
 		}
-		discard(r.runLock)
-		var got sql.NullInt64
-		var conn *sql.Conn
-		cerr := dbconn.RetryLost(ctx, copier.DefaultReconnectFor, nil, func() error {
-			c, err := r.db.Conn(ctx)
-			if err != nil {
-				return err
+		if !holder.Valid {
+			if r.runLock != nil {
+				discard(r.runLock)
+				r.runLock = nil
 			}
-			if err := c.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", name).Scan(&got); err != nil {
-				discard(c)
-				return err
+			conn, id, got, err := r.lockOn(ctx, runLockWait)
+			switch {
+			case err != nil:
+				continue // the next check tries again
+			case got:
+				r.log.Warn("the migration's lock went with its connection; taken again")
+				r.runLock, r.runLockID = conn, id
+				continue
 			}
-			conn = c
-			return nil
-		})
-		if cerr == nil && got.Int64 == 1 {
-			keepOpen(ctx, conn)
-			r.runLock = conn
-			r.log.Warn("the migration's lock went with its connection; taken again", "error", err)
-			continue
-		}
-		if conn != nil {
-			discard(conn)
-		}
-		r.runLock = nil
-		if ctx.Err() != nil {
-			return // teardown: nothing more to hold
+			if err := r.db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", name).Scan(&holder); err != nil {
+				continue
+			}
 		}
 		r.lockLost.Store(true)
-		why := "another session holds it now"
-		if cerr != nil {
-			why = "it could not be taken again: " + cerr.Error()
-		}
-		stop(fmt.Errorf("the migration's lock on %s.%s went with its connection (%v), and %s: stopping, and leaving every table as it is; once no other sluice works on the table, run the same command again",
-			r.cfg.Database, r.cfg.Table, err, why))
+		err = fmt.Errorf("the migration's lock on %s.%s is held by another session (%d): another run may be taking up this one's work, so this one stops and leaves every table as it is; once no other sluice works on the table, run the same command again",
+			r.cfg.Database, r.cfg.Table, holder.Int64)
+		r.log.Error(err.Error())
+		stop(err)
 		return
 	}
 }

@@ -590,7 +590,7 @@ func TestRunLockKeptOrStopped(t *testing.T) {
 				}
 				select {
 				case err := <-errc:
-					if err == nil || !strings.Contains(err.Error(), "lock on") || !strings.Contains(err.Error(), "another session holds it") || strings.Contains(err.Error(), "\n") {
+					if err == nil || !strings.Contains(err.Error(), "lock on") || !strings.Contains(err.Error(), "held by another session") || strings.Contains(err.Error(), "\n") {
 						t.Fatalf("the run whose lock was taken: %v, want one line saying so", err)
 					}
 				case <-time.After(10 * time.Second):
@@ -598,6 +598,10 @@ func TestRunLockKeptOrStopped(t *testing.T) {
 				}
 				if tables := db.Tables(t); !slices.Equal(tables, []string{"_t_ckpt", "_t_cutover", "_t_new", "t"}) {
 					t.Errorf("after the run stopped: tables %v, want everything left as it was", tables)
+				}
+				var n int
+				if err := db.QueryRow("SELECT COUNT(*) FROM t").Scan(&n); err != nil || n != 20000 {
+					t.Errorf("the original holds %d rows (%v), want 20000", n, err)
 				}
 				return
 			}

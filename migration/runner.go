@@ -78,6 +78,7 @@ type Runner struct {
 	// watch owns it until runLockQuit is called and runLockDone closed.
 	// lockLost says another session took the lock meanwhile.
 	runLock     *sql.Conn
+	runLockID   int64
 	runLockQuit context.CancelFunc
 	runLockDone chan struct{}
 	lockLost    atomic.Bool
@@ -177,7 +178,7 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 	}()
 
 	if err := r.runPhase(ctx, "preflight", r.preflight); err != nil || r.res.AlreadyDone {
-		return r.res, err
+		return r.res, stoppedBecause(ctx, err)
 	}
 	if err := r.group.passed(ctx, r); err != nil { // group.go
 		return r.res, err
@@ -190,7 +191,7 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 		r.res.Path = string(r.path)
 		err := r.runPhase(ctx, name, fn)
 		if err == nil || !errors.Is(err, errRefused) || r.cfg.Method != "auto" {
-			return r.res, err
+			return r.res, stoppedBecause(ctx, err)
 		}
 		r.log.Info("the server refused the "+name+" path; taking the copy path", "reason", err)
 		r.path = plan.PathCopy
@@ -226,6 +227,16 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 		}
 	}
 	return r.res, nil
+}
+
+// stoppedBecause returns, for err, what stopped the run, if something did
+// (its context's cause: a lost lock, a failed worker), rather than the bare
+// cancellation that err then is.
+func stoppedBecause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
 }
 
 func (r *Runner) runPhase(ctx context.Context, name string, fn func(context.Context) error) error {
