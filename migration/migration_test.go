@@ -273,7 +273,7 @@ func TestPreflightRefusals(t *testing.T) {
 		"CREATE TABLE child (id INT PRIMARY KEY, p INT, FOREIGN KEY (p) REFERENCES parent (id))",
 		"CREATE TABLE trig (id INT PRIMARY KEY, v INT)",
 		"CREATE TRIGGER trig_bi BEFORE INSERT ON trig FOR EACH ROW SET NEW.v = 1",
-		"CREATE TABLE fk (f DOUBLE PRIMARY KEY)")
+		"CREATE TABLE fk (f DOUBLE PRIMARY KEY)", "INSERT INTO nopk VALUES (7)")
 	cases := []struct {
 		table, alter, want string
 		params             map[string]string
@@ -297,6 +297,12 @@ func TestPreflightRefusals(t *testing.T) {
 		{table: "ok", alter: "ADD COLUMN x INT -- and more", want: "comment"},
 		{table: "ok", alter: "ADD COLUMN x INT /*!99999 , DROP COLUMN v */", want: "comment"},
 		{table: "ok", alter: "ADD COLUMN x INT # note", want: "comment"},
+		// A whole statement runs on the table it names, or not at all.
+		{table: "ok", alter: "ALTER TABLE nopk ADD COLUMN x INT", want: "names table nopk"},
+		// Run on the empty new table, these would move or keep rows the
+		// server's own ALTER moves or removes (nopk's row, here).
+		{table: "ok", alter: "EXCHANGE PARTITION p0 WITH TABLE nopk", want: "changes the table's rows"},
+		{table: "ok", alter: "TRUNCATE PARTITION p0", want: "changes the table's rows"},
 	}
 	for _, c := range cases {
 		t.Run(c.table+"/"+c.alter, func(t *testing.T) {
@@ -316,6 +322,9 @@ func TestPreflightRefusals(t *testing.T) {
 				t.Errorf("tables after a refusal: %v", tables)
 			}
 		})
+	}
+	if rows := db.Dump(t, "nopk", "v", "v"); len(rows) != 1 {
+		t.Errorf("nopk after the refusals: %v, want its one row", rows)
 	}
 }
 

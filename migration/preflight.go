@@ -228,6 +228,9 @@ func (r *Runner) preflight(ctx context.Context) error {
 	// From here on the table is named as the server stores it (the binlog
 	// and the metadata locks spell it so under lower_case_table_names=1).
 	r.cfg.Database, r.cfg.Table, r.names = t.Database, t.Name, schema.NamesFor(t.Name)
+	if err := r.alter.NamesOther(t.Database, t.Name, r.vars.LowerCaseNames != 0); err != nil {
+		return err
+	}
 	r.live.name(t.Database, t.Name)
 	r.vars.Database = t.Database
 	if err := r.useServerZone(ctx, t.PKColumns()); err != nil {

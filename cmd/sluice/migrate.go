@@ -69,7 +69,7 @@ func killAfter(v string) (time.Duration, error) {
 func connectionFlags(c *cobra.Command, f *migrateFlags) {
 	serverFlags(c, f)
 	fl := c.Flags()
-	fl.StringArrayVar(&f.alters, "alter", nil, `the ALTER clause, e.g. "ADD COLUMN c INT" (a full ALTER TABLE statement is accepted too); one for each --table, in their order`)
+	fl.StringArrayVar(&f.alters, "alter", nil, `the ALTER clause, e.g. "ADD COLUMN c INT" (a full ALTER TABLE statement of that table is accepted too; partition clauses that move or remove rows are not); one for each --table, in their order`)
 	fl.BoolVar(&f.replicas, "replicas", false, "replicas read this server's binlog (detected when connected; say so when they may be down): limits in-place builds to --max-inplace-seconds")
 	fl.DurationVar(&f.maxInplace, "max-inplace-seconds", 30*time.Second, "with replicas, the longest estimated in-place index build; longer ones take the copy path")
 	fl.DurationVar(&f.lockWait, "lock-wait", time.Second, "longest wait of each metadata-lock attempt (ALTER, LOCK TABLES at checksum and cut-over): no application query waits longer on sluice's request")

@@ -109,6 +109,13 @@ func planOne(ctx context.Context, db *sql.DB, host, database, table, alter strin
 			return nil, err
 		}
 	}
+	var lctn int
+	if err := db.QueryRowContext(ctx, "SELECT @@lower_case_table_names").Scan(&lctn); err != nil {
+		return nil, err
+	}
+	if err := a.NamesOther(database, table, lctn != 0); err != nil {
+		return nil, err
+	}
 	p, _, err := plan.Make(ctx, db, host, database, table, a, plan.Options{
 		Replicas: f.replicas, MaxInplace: f.maxInplace, LockWait: f.lockWait, CutoverLock: f.cutoverLock, CopyThreads: f.copyWorkers,
 		CarryTriggers: f.carryTriggers, CaptureTriggers: f.capture == "triggers", Group: inGroup,

@@ -22,6 +22,9 @@ import (
 type Alter struct {
 	// Clause is the user's text with any leading "ALTER TABLE name" removed.
 	Clause string
+	// Database and Table are the names a whole ALTER TABLE statement gave
+	// (Database "" when it named none); both "" for a clause alone.
+	Database, Table string
 	// Renames maps an old column name (lower case) to its new name.
 	Renames map[string]string
 	// Dropped holds the lower-case names of dropped columns.
@@ -81,10 +84,15 @@ func Parse(clause string) (*Alter, error) {
 	if err := checkComments(c); err != nil {
 		return nil, err
 	}
+	var named *ast.TableName
 	if strings.HasPrefix(strings.ToUpper(c), "ALTER TABLE") {
 		// A whole statement: check it parses, then keep what follows the name.
-		if _, err := parseOne(c); err != nil {
+		stmt, err := parseOne(c)
+		if err != nil {
 			return nil, err
+		}
+		if at, ok := stmt.(*ast.AlterTableStmt); ok {
+			named = at.Table
 		}
 		idx := indexAfterTableName(c)
 		if idx < 0 {
@@ -102,7 +110,16 @@ func Parse(clause string) (*Alter, error) {
 	}
 	out := &Alter{Clause: c, Renames: map[string]string{}, Dropped: map[string]bool{}, Added: map[string]bool{},
 		Specs: at.Specs, AutoIncrementRedefined: map[string]bool{}}
+	if named != nil {
+		out.Database, out.Table = named.Schema.O, named.Name.O
+	}
 	for _, spec := range at.Specs {
+		if what, ok := rowChanging[spec.Tp]; ok {
+			return nil, fmt.Errorf("%w: %s changes the table's rows, not only its definition, which a copy into a new table would not do: run it with the server's own ALTER TABLE, which needs no copy for it", ErrInvalid, what)
+		}
+		if what, ok := maintenance[spec.Tp]; ok {
+			return nil, fmt.Errorf("%w: %s is upkeep of the table, not a change of its schema: run it with the server's own ALTER TABLE", ErrInvalid, what)
+		}
 		switch spec.Tp {
 		case ast.AlterTableChangeColumn:
 			old := spec.OldColumnName.Name.L
@@ -218,6 +235,41 @@ next:
 		}
 		a.NonDeterministic = append(a.NonDeterministic, v)
 	}
+}
+
+// rowChanging names the clauses that add, remove or swap rows.
+var rowChanging = map[ast.AlterTableType]string{
+	ast.AlterTableExchangePartition:          "EXCHANGE PARTITION",
+	ast.AlterTableDropPartition:              "DROP PARTITION",
+	ast.AlterTableDropFirstPartition:         "DROP FIRST PARTITION",
+	ast.AlterTableTruncatePartition:          "TRUNCATE PARTITION",
+	ast.AlterTableDiscardPartitionTablespace: "DISCARD PARTITION ... TABLESPACE",
+	ast.AlterTableImportPartitionTablespace:  "IMPORT PARTITION ... TABLESPACE",
+	ast.AlterTableDiscardTablespace:          "DISCARD TABLESPACE",
+	ast.AlterTableImportTablespace:           "IMPORT TABLESPACE",
+}
+
+// maintenance names the clauses that leave the schema as it is.
+var maintenance = map[ast.AlterTableType]string{
+	ast.AlterTableCheckPartitions:   "CHECK PARTITION",
+	ast.AlterTableOptimizePartition: "OPTIMIZE PARTITION",
+	ast.AlterTableRepairPartition:   "REPAIR PARTITION",
+	ast.AlterTableRebuildPartition:  "REBUILD PARTITION",
+}
+
+// NamesOther returns a line saying so when the ALTER was a whole statement
+// naming a table other than database.table; fold compares names without
+// case (lower_case_table_names other than 0).
+func (a *Alter) NamesOther(database, table string, fold bool) error {
+	same := func(x, y string) bool { return x == y || fold && strings.EqualFold(x, y) }
+	if a.Table != "" && !same(a.Table, table) || a.Database != "" && !same(a.Database, database) {
+		name := a.Table
+		if a.Database != "" {
+			name = a.Database + "." + a.Table
+		}
+		return fmt.Errorf("%w: the ALTER names table %s, and --table is %s.%s: give the clause alone (\"ADD COLUMN ...\"), or the table it names", ErrInvalid, name, database, table)
+	}
+	return nil
 }
 
 func parseOne(sql string) (ast.StmtNode, error) {

@@ -44,8 +44,35 @@ func TestParseFullStatement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Clause != "ADD INDEX k (c)" {
-		t.Errorf("clause = %q", a.Clause)
+	if a.Clause != "ADD INDEX k (c)" || a.Database != "my`db" || a.Table != "t1" {
+		t.Errorf("clause = %q, database %q, table %q", a.Clause, a.Database, a.Table)
+	}
+}
+
+// TestNamesOther: a whole statement must name the table it is run on.
+func TestNamesOther(t *testing.T) {
+	for _, c := range []struct {
+		alter       string
+		db, table   string
+		fold, other bool
+	}{
+		{"ADD INDEX k (c)", "d", "t", false, false},
+		{"ALTER TABLE t ADD INDEX k (c)", "d", "t", false, false},
+		{"ALTER TABLE d.t ADD INDEX k (c)", "d", "t", false, false},
+		{"ALTER TABLE u DROP COLUMN a", "d", "t", false, true},
+		{"ALTER TABLE other.t MODIFY a BIGINT", "d", "t", false, true},
+		{"ALTER TABLE T ADD INDEX k (c)", "d", "t", false, true},
+		{"ALTER TABLE D.T ADD INDEX k (c)", "d", "t", true, false},
+		{"ALTER TABLE `t u` ADD INDEX k (c)", "d", "t u", false, false},
+	} {
+		a, err := Parse(c.alter)
+		if err != nil {
+			t.Fatalf("%s: %v", c.alter, err)
+		}
+		err = a.NamesOther(c.db, c.table, c.fold)
+		if (err != nil) != c.other || err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q on %s.%s (fold %v): %v, want another table: %v", c.alter, c.db, c.table, c.fold, err, c.other)
+		}
 	}
 }
 
@@ -62,7 +89,12 @@ func TestParsePrimaryKey(t *testing.T) {
 }
 
 func TestParseRefused(t *testing.T) {
-	for _, c := range []string{"", "ADD COLUMN", "ADD COLUMN x INT; DROP TABLE t", "RENAME TO other", "SELECT 1"} {
+	for _, c := range []string{"", "ADD COLUMN", "ADD COLUMN x INT; DROP TABLE t", "RENAME TO other", "SELECT 1",
+		// They change rows, which a copy would not.
+		"EXCHANGE PARTITION p0 WITH TABLE x", "DROP PARTITION p0", "TRUNCATE PARTITION p0", "TRUNCATE PARTITION ALL",
+		"DISCARD TABLESPACE", "IMPORT TABLESPACE", "DISCARD PARTITION p0 TABLESPACE", "ADD COLUMN z INT, DROP PARTITION p1",
+		// Upkeep, not a schema change.
+		"OPTIMIZE PARTITION p0", "REBUILD PARTITION p0", "CHECK PARTITION p0", "REPAIR PARTITION p0"} {
 		if _, err := Parse(c); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Parse(%q) err = %v, want ErrInvalid", c, err)
 		}
