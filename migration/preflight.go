@@ -570,6 +570,11 @@ func (r *Runner) shadowReady(ctx context.Context) error {
 	r.mapping = schema.NewMapping(r.orig, r.shadow, func(newName string) (string, bool) {
 		return r.alter.SourceColumn(newName, func(n string) bool { _, ok := r.orig.Column(n); return ok })
 	})
+	for _, p := range r.mapping.Pairs {
+		if why := plan.ConversionRefusal(p.From, p.To); why != "" {
+			return preflightErr("%s", why)
+		}
+	}
 	if err := r.checkZone(); err != nil {
 		return err
 	}

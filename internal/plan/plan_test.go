@@ -283,3 +283,32 @@ func TestTriggerRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestConversionRefusal: the conversions a copy makes otherwise than the
+// server's own ALTER are refused; others, and unchanged types, are not.
+func TestConversionRefusal(t *testing.T) {
+	col := func(dataType, columnType string) schema.Column {
+		return schema.Column{Name: "c", DataType: dataType, ColumnType: columnType}
+	}
+	for _, c := range []struct {
+		from, to schema.Column
+		refused  bool
+	}{
+		{col("float", "float"), col("varchar", "varchar(40)"), true},
+		{col("double", "double"), col("varchar", "varchar(40)"), false},
+		{col("int", "int"), col("enum", "enum('a','1')"), true},
+		{col("decimal", "decimal(10,3)"), col("date", "date"), true},
+		{col("year", "year"), col("char", "char(4)"), true},
+		{col("date", "date"), col("year", "year"), true},
+		{col("json", "json"), col("int", "int"), true},
+		{col("json", "json"), col("longtext", "longtext"), false},
+		{col("double", "double"), col("bit", "bit(8)"), true},
+		{col("int", "int"), col("bigint", "bigint"), false},
+		{col("varchar", "varchar(10)"), col("int", "int"), false},
+		{col("float", "float"), col("float", "float(7,2)"), false},
+	} {
+		if got := ConversionRefusal(c.from, c.to); (got != "") != c.refused {
+			t.Errorf("%s -> %s: %q, want refused %v", c.from.ColumnType, c.to.ColumnType, got, c.refused)
+		}
+	}
+}
