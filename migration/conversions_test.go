@@ -34,7 +34,7 @@ var convSources = []struct {
 
 // convTargets are the types each source is converted to.
 var convTargets = []string{"FLOAT", "DOUBLE", "DECIMAL(10,3)", "INT", "TINYINT", "INT UNSIGNED", "YEAR", "JSON", "BIT(8)",
-	"DATE", "DATETIME", "TIME", "VARCHAR(40)", "CHAR(40)", "VARBINARY(40)", "ENUM('a','b','1','2')", "SET('a','b','1')", "TEXT"}
+	"DATE", "DATETIME", "TIME", "VARCHAR(40)", "CHAR(40)", "VARBINARY(40)", "ENUM('a','b','1','2')", "SET('a','b','1')", "ENUM('x','y','z')", "SET('x','y')", "TEXT"}
 
 // TestConversionsMatchNativeAlter: a column converted to another type (the
 // sources and targets above, each with every source value in one table)

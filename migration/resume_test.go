@@ -403,6 +403,20 @@ func finished(t *testing.T, db *testdb.DB, alter string) bool {
 	return ckpt == 0 && (extra == 1) == strings.HasPrefix(alter, "ADD")
 }
 
+// killedWhilePostponed makes table t of 20,000 rows and kills a run of alter
+// on it delay after it begins to wait on its postponed cut-over, with
+// checkpoints every 50 ms.
+func killedWhilePostponed(t *testing.T, alter string, delay time.Duration) *testdb.DB {
+	t.Helper()
+	db := tableT(t, 20000)
+	c := startChild(t, childJob{DSN: os.Getenv(testdb.Env), Database: db.Name, Table: "t", Alter: alter,
+		Postpone: true, Every: 50 * time.Millisecond})
+	if err, killed := c.killIn("postponed", delay); !killed {
+		t.Fatalf("the run was not killed while postponed (%v):\n%s", err, c.out)
+	}
+	return db
+}
+
 // TestResumeKeepsWhatItTookUp: a run killed after its copy (waiting on its
 // postponed cut-over) is taken up by a run whose checkpoints come every
 // 20 ms and that waits 400 ms before its copy phase. Its checkpoints, written
@@ -413,13 +427,8 @@ func TestResumeKeepsWhatItTookUp(t *testing.T) {
 	if os.Getenv("SLUICE_RESUME_CHILD") != "" {
 		t.Skip()
 	}
-	db := tableT(t, 20000)
 	const alter = "ADD COLUMN extra INT NOT NULL DEFAULT 7"
-	c := startChild(t, childJob{DSN: os.Getenv(testdb.Env), Database: db.Name, Table: "t", Alter: alter,
-		Postpone: true, Every: 50 * time.Millisecond})
-	if err, killed := c.killIn("postponed", 500*time.Millisecond); !killed {
-		t.Fatalf("the run was not killed while postponed (%v):\n%s", err, c.out)
-	}
+	db := killedWhilePostponed(t, alter, 500*time.Millisecond)
 	db.MustExec(t, "UPDATE t SET v = -v WHERE id % 100 = 3", "INSERT INTO t (id, v) VALUES (50000, 1)")
 	var wantSum, wantRows int64
 	if err := db.QueryRow("SELECT SUM(v), COUNT(*) FROM t").Scan(&wantSum, &wantRows); err != nil {
@@ -464,13 +473,8 @@ func TestResumeEndsTheEarlierRunsStatements(t *testing.T) {
 	}
 	for _, how := range []string{"attribute", "session list"} {
 		t.Run(how, func(t *testing.T) {
-			db := tableT(t, 20000)
 			const alter = "ADD COLUMN extra INT NOT NULL DEFAULT 7"
-			c := startChild(t, childJob{DSN: os.Getenv(testdb.Env), Database: db.Name, Table: "t", Alter: alter,
-				Postpone: true, Every: 50 * time.Millisecond})
-			if err, killed := c.killIn("postponed", 300*time.Millisecond); !killed {
-				t.Fatalf("the run was not killed while postponed (%v):\n%s", err, c.out)
-			}
+			db := killedWhilePostponed(t, alter, 300*time.Millisecond)
 			var run string
 			if err := db.QueryRow("SELECT JSON_UNQUOTE(JSON_EXTRACT(body, '$.run')) FROM _t_ckpt WHERE id = 1").Scan(&run); err != nil || run == "" {
 				t.Fatalf("the checkpoint names no run (%q): %v", run, err)

@@ -2,6 +2,8 @@ package plan
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/sluicedb/sluice/internal/schema"
 )
@@ -12,16 +14,29 @@ var (
 	temporalFamily = map[string]bool{"date": true, "datetime": true, "timestamp": true, "time": true}
 	stringFamily   = map[string]bool{"char": true, "varchar": true, "tinytext": true, "text": true, "mediumtext": true, "longtext": true,
 		"binary": true, "varbinary": true, "tinyblob": true, "blob": true, "mediumblob": true, "longblob": true}
-	memberFamily = map[string]bool{"enum": true, "set": true}
+	memberFamily  = map[string]bool{"enum": true, "set": true}
+	integerFamily = map[string]bool{"tinyint": true, "smallint": true, "mediumint": true, "int": true, "bigint": true, "year": true}
 )
+
+// numericMember reports whether an ENUM or SET column type has a member
+// that reads as a number ('1', ' 2.5').
+func numericMember(columnType string) bool {
+	for _, m := range schema.Members(columnType) {
+		if _, err := strconv.ParseFloat(strings.TrimSpace(m), 64); err == nil {
+			return true
+		}
+	}
+	return false
+}
 
 // ConversionRefusal says why the copy cannot convert column from into to as
 // the server's own ALTER TABLE does, or "". The copy assigns each value as an
 // INSERT ... SELECT does; the ALTER converts some types another way, so the
 // two give other values (or the ALTER refuses a value the copy stores).
 // Measured on MySQL 9.7 and MariaDB 11.8 (TestConversionsMatchNativeAlter):
-// a number into an ENUM or SET (the ALTER takes it as the member's text, the
-// copy as its position) or into a date or time; a FLOAT into a string (the
+// a number into an ENUM or SET (the ALTER takes it as the member of that
+// text where there is one, the copy as its position: an integer is refused
+// only where a member reads as a number) or into a date or time; a FLOAT into a string (the
 // ALTER writes its 6 significant digits, 0.1; the copy its double,
 // 0.10000000149011612); a FLOAT or DOUBLE into a BIT or YEAR (rounded by the
 // ALTER, cut by the copy); a YEAR into a string (0000 against 0); a date into
@@ -32,8 +47,10 @@ func ConversionRefusal(from, to schema.Column) string {
 	why := ""
 	switch {
 	case f == t:
+	case integerFamily[f] && memberFamily[t] && !numericMember(to.ColumnType):
+		// Both take the number as a position in the list.
 	case numericFamily[f] && memberFamily[t]:
-		why = "the server's own ALTER takes a number as the member's text, a copy as its position in the list"
+		why = "the server's own ALTER takes a number as the member of that text where there is one, a copy as its position in the list"
 	case numericFamily[f] && temporalFamily[t]:
 		why = "the server's own ALTER and a copy read a number as a date or time differently"
 	case f == "float" && stringFamily[t]:
