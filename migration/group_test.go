@@ -162,6 +162,21 @@ func TestGroupFailureSwapsNothing(t *testing.T) {
 	dump1, dump2 := db.Dump(t, "t1", "*", "id"), db.Dump(t, "t2", "*", "id")
 	cfg1 := config(t, db, "t1", "ADD COLUMN x INT")
 	cfg2 := config(t, db, "t2", "ADD UNIQUE KEY uk (k)") // k repeats
+	// t2 builds its key (and fails) only once t1 waits at the cut-over.
+	waiting := make(chan struct{})
+	cfg1.OnPhase = func(p string) {
+		if p == "cut-over" {
+			close(waiting)
+		}
+	}
+	cfg2.OnPhase = func(p string) {
+		if p == "index" {
+			select {
+			case <-waiting:
+			case <-time.After(30 * time.Second):
+			}
+		}
+	}
 	res, err := migration.RunGroup(context.Background(), []migration.Config{cfg1, cfg2})
 	if err == nil {
 		t.Fatal("the group migrated although t2's rows break its new unique key")
