@@ -30,9 +30,12 @@ func AutoIncrement(createTable string) (uint64, error) {
 // that no id the application was already given is issued again (the copy
 // only raises the shadow's counter to its largest row, and ids of deleted
 // rows lie above it). SHOW CREATE TABLE reads the live counter, where
-// information_schema may show a cached one.
+// information_schema may show a cached one. An ALTER that sets the counter
+// itself (AUTO_INCREMENT = N) gave it to the shadow when it was made, and
+// the copy raised it past the largest row, as the server's own ALTER does:
+// nothing is carried then.
 func (r *Runner) carryAutoIncrement(ctx context.Context, lock *sql.Conn) error {
-	if !slices.ContainsFunc(r.shadow.Columns, func(c schema.Column) bool { return c.AutoInc }) {
+	if r.alter.SetsAutoIncrement || !slices.ContainsFunc(r.shadow.Columns, func(c schema.Column) bool { return c.AutoInc }) {
 		return nil
 	}
 	read := func(table string) (uint64, error) {

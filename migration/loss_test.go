@@ -77,6 +77,42 @@ func TestAutoIncrementCarriedOver(t *testing.T) {
 	}
 }
 
+// TestAutoIncrementAsked: an AUTO_INCREMENT = N in the ALTER sets the new
+// table's counter as the server's own ALTER sets it (N, or past the largest
+// row), below the original's counter too; the carry of the original's
+// counter is for the ALTERs that do not ask.
+func TestAutoIncrementAsked(t *testing.T) {
+	for _, n := range []int{3, 8, 1000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			db := testdb.New(t)
+			db.MustExec(t, "CREATE TABLE t (id BIGINT AUTO_INCREMENT PRIMARY KEY, x INT)")
+			db.Fill(t, "t", 19, "NULL, n")
+			db.MustExec(t, "DELETE FROM t WHERE id > 5", "ALTER TABLE t AUTO_INCREMENT = 20",
+				"CREATE TABLE ref LIKE t", "INSERT INTO ref SELECT * FROM t", "ALTER TABLE ref AUTO_INCREMENT = 20")
+			clause := fmt.Sprintf("MODIFY x BIGINT, AUTO_INCREMENT = %d", n)
+			db.MustExec(t, "ALTER TABLE ref "+clause+", ALGORITHM=COPY")
+			counter := func(table string) uint64 {
+				var name, create string
+				if err := db.QueryRow("SHOW CREATE TABLE "+table).Scan(&name, &create); err != nil {
+					t.Fatal(err)
+				}
+				v, err := migration.AutoIncrement(create)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+			if before := counter("t"); before != 20 {
+				t.Fatalf("the original's counter is %d before the migration, want 20", before)
+			}
+			migrate(t, config(t, db, "t", clause))
+			if got, want := counter("t"), counter("ref"); got != want {
+				t.Fatalf("AUTO_INCREMENT = %d: the new table's counter is %d, the server's own ALTER gives %d", n, got, want)
+			}
+		})
+	}
+}
+
 // TestZeroAutoIncrementValueKept: a row whose AUTO_INCREMENT key is 0 keeps
 // it (without NO_AUTO_VALUE_ON_ZERO the copy would renumber it).
 func TestZeroAutoIncrementValueKept(t *testing.T) {

@@ -56,6 +56,9 @@ type Alter struct {
 	// sql_mode has NO_AUTO_VALUE_ON_ZERO, with a new number, drawn again each
 	// time the row is copied.
 	AutoIncrementRedefined map[string]bool
+	// SetsAutoIncrement is true when the clause sets the table's
+	// AUTO_INCREMENT counter (AUTO_INCREMENT = N).
+	SetsAutoIncrement bool
 }
 
 // Text returns one part of the clause as SQL text.
@@ -170,6 +173,12 @@ func Parse(clause string) (*Alter, error) {
 			out.RenamesTable = true
 		case ast.AlterTableDropForeignKey:
 			out.DropsForeignKeys = append(out.DropsForeignKeys, spec.Name)
+		case ast.AlterTableOption:
+			for _, o := range spec.Options {
+				if o.Tp == ast.TableOptionAutoIncrement {
+					out.SetsAutoIncrement = true
+				}
+			}
 		}
 	}
 	for _, spec := range at.Specs {

@@ -119,3 +119,22 @@ func TestAddsForeignKey(t *testing.T) {
 		}
 	}
 }
+
+func TestSetsAutoIncrement(t *testing.T) {
+	for clause, want := range map[string]bool{
+		"MODIFY x BIGINT, AUTO_INCREMENT = 1000":              true,
+		"AUTO_INCREMENT 7, ADD COLUMN y INT":                  true,
+		"ENGINE=InnoDB, AUTO_INCREMENT=5":                     true,
+		"MODIFY id BIGINT AUTO_INCREMENT":                     false,
+		"ADD COLUMN c VARCHAR(20) DEFAULT 'AUTO_INCREMENT=5'": false,
+		"ENGINE=InnoDB, ROW_FORMAT=DYNAMIC":                   false,
+	} {
+		a, err := Parse(clause)
+		if err != nil {
+			t.Fatalf("%s: %v", clause, err)
+		}
+		if a.SetsAutoIncrement != want {
+			t.Errorf("%s: SetsAutoIncrement = %v, want %v", clause, a.SetsAutoIncrement, want)
+		}
+	}
+}
