@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicedb/sluice/internal/ddl"
+	"github.com/sluicedb/sluice/internal/plan"
 	"github.com/sluicedb/sluice/internal/testdb"
 )
 
@@ -74,10 +76,22 @@ func TestConversionsMatchNativeAlter(t *testing.T) {
 		db.MustExec(t, fmt.Sprintf("CREATE TABLE `%s_n` LIKE `%s`", table, table), fmt.Sprintf("INSERT INTO `%s_n` SELECT * FROM `%s`", table, table))
 		before := dump(table)
 		_, nerr := db.Exec(fmt.Sprintf("ALTER TABLE `%s_n` MODIFY c %s, ALGORITHM=COPY", table, dst))
+		a, err := ddl.Parse("MODIFY c " + dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _, err := plan.Make(context.Background(), db.DB, "", db.Name, table, a, plan.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		cfg := config(t, db, table, "MODIFY c "+dst)
-		_, err := mustRunner(t, cfg).Run(context.Background())
+		_, err = mustRunner(t, cfg).Run(context.Background())
+		refusedHere := err != nil && strings.Contains(err.Error(), "which a copy cannot convert")
+		if planned := strings.HasPrefix(p.Conversions, "refused: "); planned != refusedHere || planned && p.Path != plan.PathCopy {
+			t.Errorf("%s: sluice plan says %s path, conversions %q; the run refused it: %v", name, p.Path, p.Conversions, refusedHere)
+		}
 		switch {
-		case err != nil && strings.Contains(err.Error(), "which a copy cannot convert"):
+		case refusedHere:
 			refused++
 			if got := dump(table); !slices.Equal(got, before) {
 				t.Errorf("%s: refused, and the table changed: %v, was %v", name, got, before)

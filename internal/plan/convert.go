@@ -5,6 +5,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pingcap/tidb/pkg/parser/ast"
+
+	"github.com/sluicedb/sluice/internal/ddl"
 	"github.com/sluicedb/sluice/internal/schema"
 )
 
@@ -69,4 +72,34 @@ func ConversionRefusal(from, to schema.Column) string {
 	}
 	return fmt.Sprintf("column %s changes from %s to %s, which a copy cannot convert as the server's own ALTER TABLE does (%s): run this change with the server's own ALTER TABLE, or convert the column in two steps through a type both convert alike (a string or a DECIMAL)",
 		to.Name, from.ColumnType, to.ColumnType, why)
+}
+
+// ConversionNote says, for the copy path, which column the copy would refuse
+// to convert (ConversionRefusal), as "refused: why", or "". It reads the
+// ALTER's MODIFY and CHANGE clauses against t as srv would type them (MariaDB
+// makes JSON a LONGTEXT); the run checks again on the new table the server
+// made. It is pure.
+func ConversionNote(t *schema.Table, a *ddl.Alter, srv Server) string {
+	for _, spec := range a.Specs {
+		if (spec.Tp != ast.AlterTableModifyColumn && spec.Tp != ast.AlterTableChangeColumn) || len(spec.NewColumns) != 1 {
+			continue
+		}
+		col := spec.NewColumns[0]
+		name := col.Name.Name.O
+		if spec.OldColumnName != nil {
+			name = spec.OldColumnName.Name.O
+		}
+		from, ok := t.Column(name)
+		if !ok || from.Generated || generated(col) || a.Dropped[strings.ToLower(name)] {
+			continue
+		}
+		to := schema.Column{Name: col.Name.Name.O, DataType: NewType(col).Name, ColumnType: ddl.TypeText(col)}
+		if srv.MariaDB && to.DataType == "json" {
+			to.DataType, to.ColumnType = "longtext", "longtext"
+		}
+		if why := ConversionRefusal(from, to); why != "" {
+			return "refused: " + why
+		}
+	}
+	return ""
 }

@@ -90,6 +90,9 @@ type Plan struct {
 	// ForeignKeys says, on the copy path of a table with foreign keys, what
 	// becomes of them (ForeignKeysNote).
 	ForeignKeys string `json:"foreign_keys,omitempty"`
+	// Conversions says, on the copy path, which column's type change the
+	// copy would refuse ("refused: why", ConversionNote), or "".
+	Conversions string `json:"conversions,omitempty"`
 	// Capture says, on the copy path with --capture=triggers, how changes
 	// are captured (CaptureNote); "" for the binlog.
 	Capture string `json:"capture,omitempty"`
@@ -188,6 +191,7 @@ func Decide(t *schema.Table, a *ddl.Alter, srv Server, o Options) *Plan {
 	}
 	if p.Path == PathCopy {
 		p.RowKey = RowKeyNote(t, a)
+		p.Conversions = ConversionNote(t, a, srv)
 		p.Triggers = TriggersNote(t, o.CarryTriggers)
 		p.ForeignKeys = ForeignKeysNote(t)
 		if o.CaptureTriggers {
@@ -391,6 +395,9 @@ func (p *Plan) Text() string {
 		fmt.Fprintf(&b, "rows:     the primary key changes, and sluice will refuse the copy: %s\n", why)
 	} else if p.RowKey != "" {
 		fmt.Fprintf(&b, "rows:     the primary key changes; the original's rows are found in the new table %s\n", p.RowKey)
+	}
+	if why, refused := strings.CutPrefix(p.Conversions, "refused: "); refused {
+		fmt.Fprintf(&b, "types:    sluice will refuse the copy: %s\n", why)
 	}
 	if p.Group != "" {
 		fmt.Fprintf(&b, "with the others: %s\n", p.Group)

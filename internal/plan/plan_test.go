@@ -315,3 +315,34 @@ func TestConversionRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanSaysWhichConversionIsRefused: the plan names the column whose
+// conversion the run would refuse; MariaDB's JSON is a LONGTEXT.
+func TestPlanSaysWhichConversionIsRefused(t *testing.T) {
+	my, maria := Server{Major: 9, Minor: 7}, Server{Major: 11, Minor: 8, MariaDB: true}
+	for _, c := range []struct {
+		alter string
+		srv   Server
+		want  string
+	}{
+		{"MODIFY amount ENUM('x','1')", my, "refused: column amount changes from decimal(10,2) to enum('x','1')"},
+		{"CHANGE amount amt DATE", my, "refused: column amt changes from decimal(10,2) to date"},
+		{"MODIFY amount DECIMAL(12,2)", my, ""},
+		{"MODIFY amount DATE, DROP COLUMN amount", my, ""},
+		{"MODIFY k JSON", my, ""},
+		{"MODIFY k JSON", maria, ""},
+	} {
+		p := Decide(sbtest(), mustParse(t, c.alter), c.srv, Options{CPUs: 2})
+		if !strings.HasPrefix(p.Conversions, c.want) || (c.want == "") != (p.Conversions == "") {
+			t.Errorf("%s on %+v: %q, want it to begin with %q", c.alter, c.srv, p.Conversions, c.want)
+		}
+		if why, ok := strings.CutPrefix(p.Conversions, "refused: "); ok && !strings.Contains(p.Text(), "types:    sluice will refuse the copy: "+why) {
+			t.Errorf("%s: the text does not say it:\n%s", c.alter, p.Text())
+		}
+	}
+	tb := sbtest()
+	tb.Columns = append(tb.Columns, schema.Column{Name: "f", DataType: "float", ColumnType: "float"})
+	if p := Decide(tb, mustParse(t, "MODIFY f JSON"), maria, Options{CPUs: 2}); !strings.HasPrefix(p.Conversions, "refused: column f changes from float to longtext") {
+		t.Errorf("FLOAT -> JSON on MariaDB: %q", p.Conversions)
+	}
+}
