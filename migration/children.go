@@ -51,7 +51,7 @@ func (r *Runner) checkChildKeys(ctx context.Context) error {
 			o, _ := r.orig.Column(col)
 			n, ok := r.shadow.Column(col)
 			src, copied := r.alter.SourceColumn(col, origHas)
-			if !ok || !copied || !strings.EqualFold(src, col) || n.Generated {
+			if !ok || !copied || !dbconn.SameName(src, col) || n.Generated {
 				return preflightErr("the ALTER drops, renames or refills column %s, which foreign key %s references; run this ALTER natively", col, c)
 			}
 			if o.ColumnType != n.ColumnType || o.Collation != n.Collation {

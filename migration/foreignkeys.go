@@ -87,7 +87,7 @@ func sameName(a, b string, v ServerVars) bool {
 	if v.LowerCaseNames == 0 {
 		return a == b
 	}
-	return strings.EqualFold(a, b)
+	return dbconn.SameName(a, b)
 }
 
 func cascadeWhy(v ServerVars) string {
@@ -114,7 +114,7 @@ func (r *Runner) checkForeignKeyColumns(ctx context.Context) error {
 			o, _ := r.orig.Column(c)
 			n, ok := r.shadow.Column(c)
 			src, copied := r.alter.SourceColumn(c, origHas)
-			if !ok || !copied || !strings.EqualFold(src, c) || n.Generated {
+			if !ok || !copied || !dbconn.SameName(src, c) || n.Generated {
 				return preflightErr("the ALTER drops, renames or refills column %s of foreign key %s; drop the foreign key first with its own ALTER", c, fk.Name)
 			}
 			if o.ColumnType != n.ColumnType || o.Collation != n.Collation {
@@ -274,7 +274,7 @@ func (r *Runner) missingForeignKeys(ctx context.Context) ([]string, error) {
 	var adds []string
 	for _, fk := range r.orig.ForeignKeys {
 		name, _ := schema.ForeignKeyFor(r.orig.Name, r.names.Shadow, fk.Name)
-		if !slices.ContainsFunc(shadow.ForeignKeys, func(h schema.ForeignKey) bool { return strings.EqualFold(h.Name, name) }) {
+		if !slices.ContainsFunc(shadow.ForeignKeys, func(h schema.ForeignKey) bool { return dbconn.SameName(h.Name, name) }) {
 			adds = append(adds, "ADD "+fk.Definition(name))
 		}
 	}

@@ -56,7 +56,7 @@ func (r *Runner) shadowHasUnique(ctx context.Context) (bool, error) {
 func (r *Runner) secondaryKeys(ddl string) []schema.KeyDef {
 	keys := schema.SecondaryKeys(ddl)
 	if r.shadow != nil && !r.shadow.HasPrimaryKey() {
-		keys = slices.DeleteFunc(keys, func(k schema.KeyDef) bool { return strings.EqualFold(k.Name, r.shadow.KeyIndex) })
+		keys = slices.DeleteFunc(keys, func(k schema.KeyDef) bool { return dbconn.SameName(k.Name, r.shadow.KeyIndex) })
 	}
 	return keys
 }
@@ -95,7 +95,7 @@ func (r *Runner) deferIndexes(ctx context.Context, uniqueOnly bool) error {
 func (r *Runner) dropBuiltUnique(ctx context.Context, have []schema.KeyDef) error {
 	var drops, names []string
 	for _, k := range have {
-		if k.Unique && !(r.shadow != nil && !r.shadow.HasPrimaryKey() && strings.EqualFold(k.Name, r.shadow.KeyIndex)) {
+		if k.Unique && !(r.shadow != nil && !r.shadow.HasPrimaryKey() && dbconn.SameName(k.Name, r.shadow.KeyIndex)) {
 			drops = append(drops, "DROP INDEX "+dbconn.QuoteIdent(k.Name))
 			names = append(names, k.Name)
 			r.deferred = append(r.deferred, k)

@@ -231,6 +231,9 @@ func (r *Runner) preflight(ctx context.Context) error {
 	if err := r.alter.NamesOther(t.Database, t.Name, r.vars.LowerCaseNames != 0); err != nil {
 		return err
 	}
+	if err := plan.CheckColumns(t, r.alter); err != nil {
+		return preflightErr("%v", err)
+	}
 	r.live.name(t.Database, t.Name)
 	r.vars.Database = t.Database
 	if err := r.useServerZone(ctx, t.PKColumns()); err != nil {
@@ -348,10 +351,10 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 		return err
 	}
 	for _, k := range t.PrimaryKey {
-		if r.alter.Dropped[strings.ToLower(k)] {
+		if r.alter.Dropped[dbconn.NameKey(k)] {
 			return preflightErr("the ALTER drops column %s of the %s; sluice does not support that yet", k, rowKeyName(t))
 		}
-		if _, ok := r.alter.Renames[strings.ToLower(k)]; ok {
+		if _, ok := r.alter.Renames[dbconn.NameKey(k)]; ok {
 			return preflightErr("the ALTER renames column %s of the %s; sluice does not support that yet", k, rowKeyName(t))
 		}
 	}
@@ -652,10 +655,10 @@ func (r *Runner) checkVolatile() error {
 func (r *Runner) checkShadowVolatile() error {
 	paired := map[string]bool{}
 	for _, p := range r.mapping.Pairs {
-		paired[strings.ToLower(p.To.Name)] = true
+		paired[p.To.Name] = true
 	}
 	for _, c := range r.shadow.Columns {
-		if !paired[strings.ToLower(c.Name)] && c.AutoInc {
+		if !paired[c.Name] && c.AutoInc {
 			return preflightErr("the new column %s is AUTO_INCREMENT: sluice would number a row anew each time it copies it; add it with ALTER TABLE directly (it blocks writes), or add a plain column, fill it, then make it AUTO_INCREMENT", c.Name)
 		}
 	}

@@ -48,13 +48,13 @@ func ZoneDependent(m *schema.Mapping) []string {
 	var out []string
 	paired := map[string]bool{}
 	for _, p := range m.Pairs {
-		paired[strings.ToLower(p.To.Name)] = true
+		paired[p.To.Name] = true
 		if (p.From.DataType == "timestamp") != (p.To.DataType == "timestamp") {
 			out = append(out, p.To.Name)
 		}
 	}
 	for _, c := range m.Target.Columns {
-		if !paired[strings.ToLower(c.Name)] && !c.Generated && c.DataType == "datetime" && c.DefaultNow {
+		if !paired[c.Name] && !c.Generated && c.DataType == "datetime" && c.DefaultNow {
 			out = append(out, c.Name)
 		}
 	}

@@ -160,6 +160,7 @@ func TestIsTable(t *testing.T) {
 		{"SHOP", "Orders", false, true},
 		{"Shop", "Orders2", false, false},
 		{"other", "Orders", false, false},
+		{"Shop", "Orderſ", false, false}, // the server keeps s and ſ apart
 	} {
 		if got := exact.isTable([]byte(tc.db), []byte(tc.table)); got != tc.exact {
 			t.Errorf("%s.%s without FoldCase: %v", tc.db, tc.table, got)

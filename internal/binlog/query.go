@@ -10,6 +10,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	tidbmysql "github.com/pingcap/tidb/pkg/parser/mysql"
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // the parser needs a value driver
+	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/ddl"
 )
 
@@ -26,7 +27,7 @@ func (c *Config) sameName(a, b string) bool {
 // is the migrated table.
 func (c *Config) isTable(schema, table []byte) bool {
 	if c.FoldCase {
-		return strings.EqualFold(string(table), c.Table) && strings.EqualFold(string(schema), c.Database)
+		return dbconn.SameName(string(table), c.Table) && dbconn.SameName(string(schema), c.Database)
 	}
 	return string(table) == c.Table && string(schema) == c.Database
 }

@@ -62,7 +62,7 @@ func New(orig *schema.Table, key rowkey.Cols, base string) (*Queue, error) {
 		return nil, errors.New("capture: a table and its key are required")
 	}
 	for _, c := range key {
-		if strings.EqualFold(c.Name, SeqColumn) {
+		if dbconn.SameName(c.Name, SeqColumn) {
 			return nil, fmt.Errorf("%w: key column %s has the name of the queue's own sequence column", ErrKeyType, c.Name)
 		}
 		if c.DataType == "timestamp" {

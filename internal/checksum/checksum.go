@@ -358,7 +358,7 @@ func hashes(cfg Config) rowHashes {
 		h.compared = append(h.compared, p.To.Name)
 	}
 	for _, k := range cfg.Key {
-		if !slices.ContainsFunc(srcCols, func(c Col) bool { return strings.EqualFold(c.Name, k.Name) }) {
+		if !slices.ContainsFunc(srcCols, func(c Col) bool { return dbconn.SameName(c.Name, k.Name) }) {
 			srcCols, dstCols = append(srcCols, col(k.Column, false)), append(dstCols, col(k.Column, false))
 		}
 	}

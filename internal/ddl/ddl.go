@@ -16,6 +16,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/format"
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions in DEFAULT clauses
+	"github.com/sluicedb/sluice/internal/dbconn"
 )
 
 // Alter is a parsed ALTER clause.
@@ -125,10 +126,10 @@ func Parse(clause string) (*Alter, error) {
 		}
 		switch spec.Tp {
 		case ast.AlterTableChangeColumn:
-			old := spec.OldColumnName.Name.L
+			old := dbconn.NameKey(spec.OldColumnName.Name.O)
 			if len(spec.NewColumns) == 1 {
 				nw := spec.NewColumns[0].Name.Name.O
-				if !strings.EqualFold(old, nw) {
+				if !dbconn.SameName(old, nw) {
 					out.Renames[old] = nw
 				}
 			}
@@ -137,12 +138,12 @@ func Parse(clause string) (*Alter, error) {
 				out.ChangesPrimaryKey = true
 			}
 		case ast.AlterTableRenameColumn:
-			out.Renames[spec.OldColumnName.Name.L] = spec.NewColumnName.Name.O
+			out.Renames[dbconn.NameKey(spec.OldColumnName.Name.O)] = spec.NewColumnName.Name.O
 		case ast.AlterTableDropColumn:
-			out.Dropped[spec.OldColumnName.Name.L] = true
+			out.Dropped[dbconn.NameKey(spec.OldColumnName.Name.O)] = true
 		case ast.AlterTableAddColumns:
 			for _, col := range spec.NewColumns {
-				out.Added[col.Name.Name.L] = true
+				out.Added[dbconn.NameKey(col.Name.Name.O)] = true
 				out.noteVolatile(col)
 			}
 			if hasPKOption(spec.NewColumns) {
@@ -150,7 +151,7 @@ func Parse(clause string) (*Alter, error) {
 			}
 		case ast.AlterTableModifyColumn:
 			if len(spec.NewColumns) == 1 {
-				out.redefined(spec.NewColumns[0].Name.Name.L, spec.NewColumns)
+				out.redefined(dbconn.NameKey(spec.NewColumns[0].Name.Name.O), spec.NewColumns)
 			}
 			if hasPKOption(spec.NewColumns) {
 				out.ChangesPrimaryKey = true
@@ -166,7 +167,7 @@ func Parse(clause string) (*Alter, error) {
 			}
 		case ast.AlterTableAlterColumn:
 			// SET DEFAULT on a column added earlier in the clause.
-			if len(spec.NewColumns) == 1 && out.Added[spec.NewColumns[0].Name.Name.L] {
+			if len(spec.NewColumns) == 1 && out.Added[dbconn.NameKey(spec.NewColumns[0].Name.Name.O)] {
 				out.noteVolatile(spec.NewColumns[0])
 			}
 		case ast.AlterTableRenameTable:
@@ -201,9 +202,9 @@ func Parse(clause string) (*Alter, error) {
 // takes its default instead of copied data. orig reports whether the original
 // table has a column of a given name.
 func (a *Alter) SourceColumn(newName string, orig func(string) bool) (string, bool) {
-	lower := strings.ToLower(newName)
+	lower := dbconn.NameKey(newName)
 	for old, nw := range a.Renames {
-		if strings.EqualFold(nw, newName) {
+		if dbconn.SameName(nw, newName) {
 			return old, orig(old)
 		}
 	}
@@ -238,7 +239,7 @@ func (a *Alter) noteVolatile(col *ast.ColumnDef) {
 next:
 	for _, v := range volatiles(col) {
 		for _, w := range a.NonDeterministic {
-			if strings.EqualFold(v.Column, w.Column) && v.Cause == w.Cause {
+			if dbconn.SameName(v.Column, w.Column) && v.Cause == w.Cause {
 				continue next
 			}
 		}
@@ -270,7 +271,7 @@ var maintenance = map[ast.AlterTableType]string{
 // naming a table other than database.table; fold compares names without
 // case (lower_case_table_names other than 0).
 func (a *Alter) NamesOther(database, table string, fold bool) error {
-	same := func(x, y string) bool { return x == y || fold && strings.EqualFold(x, y) }
+	same := func(x, y string) bool { return x == y || fold && dbconn.SameName(x, y) }
 	if a.Table != "" && !same(a.Table, table) || a.Database != "" && !same(a.Database, database) {
 		name := a.Table
 		if a.Database != "" {

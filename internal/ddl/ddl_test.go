@@ -64,6 +64,8 @@ func TestNamesOther(t *testing.T) {
 		{"ALTER TABLE T ADD INDEX k (c)", "d", "t", false, true},
 		{"ALTER TABLE D.T ADD INDEX k (c)", "d", "t", true, false},
 		{"ALTER TABLE `t u` ADD INDEX k (c)", "d", "t u", false, false},
+		{"ALTER TABLE `ſ` ADD COLUMN x INT", "d", "s", true, true}, // two tables to the server
+		{"ALTER TABLE `Σ` ADD COLUMN x INT", "d", "σ", true, false},
 	} {
 		a, err := Parse(c.alter)
 		if err != nil {

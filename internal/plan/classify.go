@@ -282,7 +282,7 @@ func clausesOf(spec *ast.AlterTableSpec, t *schema.Table, srv Server) []clause {
 		if !c.hasOld {
 			return []clause{with("other")}
 		}
-		if spec.Tp == ast.AlterTableChangeColumn && !strings.EqualFold(c.col.Name.Name.O, c.old.Name) &&
+		if spec.Tp == ast.AlterTableChangeColumn && !dbconn.SameName(c.col.Name.Name.O, c.old.Name) &&
 			sameType(c) && sameNull(c) && !moved(c) && !hasDefaultOrComment(c.col) {
 			c.kind = "rename-column"
 		}
@@ -357,7 +357,7 @@ func optString(spec *ast.AlterTableSpec, tp ast.TableOptionType) string {
 
 func isPK(t *schema.Table, col string) bool {
 	for _, k := range t.PrimaryKey {
-		if strings.EqualFold(k, col) {
+		if dbconn.SameName(k, col) {
 			return true
 		}
 	}

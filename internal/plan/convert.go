@@ -7,6 +7,7 @@ import (
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
+	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/ddl"
 	"github.com/sluicedb/sluice/internal/schema"
 )
@@ -90,7 +91,7 @@ func ConversionNote(t *schema.Table, a *ddl.Alter, srv Server) string {
 			name = spec.OldColumnName.Name.O
 		}
 		from, ok := t.Column(name)
-		if !ok || from.Generated || generated(col) || a.Dropped[strings.ToLower(name)] {
+		if !ok || from.Generated || generated(col) || a.Dropped[dbconn.NameKey(name)] {
 			continue
 		}
 		to := schema.Column{Name: col.Name.Name.O, DataType: NewType(col).Name, ColumnType: ddl.TypeText(col)}

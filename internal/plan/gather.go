@@ -11,6 +11,7 @@ import (
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
+	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/ddl"
 	"github.com/sluicedb/sluice/internal/mdl"
 	"github.com/sluicedb/sluice/internal/schema"
@@ -94,7 +95,7 @@ func Make(ctx context.Context, db *sql.DB, host, database, table string, a *ddl.
 	if err != nil {
 		return nil, f, err
 	}
-	if err := checkColumns(t, a); err != nil {
+	if err := CheckColumns(t, a); err != nil {
 		return nil, f, err
 	}
 	if o.CPUs == 0 {
@@ -116,21 +117,42 @@ func Make(ctx context.Context, db *sql.DB, host, database, table string, a *ddl.
 	return p, f, nil
 }
 
-// checkColumns refuses an ALTER that names a column the table lacks, before
-// any count query trips on it.
-func checkColumns(t *schema.Table, a *ddl.Alter) error {
+// CheckColumns refuses an ALTER that names a column the table lacks, before
+// any count query trips on it, and before the copy path maps columns by
+// name: a name the server would take for a column that sluice does not
+// (dbconn.SameName) must stop the run, not leave a column uncopied.
+func CheckColumns(t *schema.Table, a *ddl.Alter) error {
+	// Names the clause made (added, or renamed to) before it names them.
+	made := map[string]bool{}
 	for _, spec := range a.Specs {
+		var newName string
 		switch spec.Tp {
-		case ast.AlterTableDropColumn, ast.AlterTableModifyColumn, ast.AlterTableChangeColumn, ast.AlterTableRenameColumn, ast.AlterTableAlterColumn:
-			name := ""
-			if spec.OldColumnName != nil {
-				name = spec.OldColumnName.Name.O
-			} else if len(spec.NewColumns) == 1 {
-				name = spec.NewColumns[0].Name.Name.O
+		case ast.AlterTableAddColumns:
+			for _, col := range spec.NewColumns {
+				made[dbconn.NameKey(col.Name.Name.O)] = true
 			}
-			if _, ok := t.Column(name); name != "" && !ok {
-				return fmt.Errorf("the ALTER names column %s, which %s does not have", name, t.Name)
+			continue
+		case ast.AlterTableRenameColumn:
+			newName = spec.NewColumnName.Name.O
+		case ast.AlterTableChangeColumn:
+			if len(spec.NewColumns) == 1 {
+				newName = spec.NewColumns[0].Name.Name.O
 			}
+		case ast.AlterTableDropColumn, ast.AlterTableModifyColumn, ast.AlterTableAlterColumn:
+		default:
+			continue
+		}
+		name := ""
+		if spec.OldColumnName != nil {
+			name = spec.OldColumnName.Name.O
+		} else if len(spec.NewColumns) == 1 {
+			name = spec.NewColumns[0].Name.Name.O
+		}
+		if _, ok := t.Column(name); name != "" && !ok && !made[dbconn.NameKey(name)] {
+			return fmt.Errorf("the ALTER names column %s, which %s does not have: spell it as SHOW CREATE TABLE does", name, t.Name)
+		}
+		if newName != "" {
+			made[dbconn.NameKey(newName)] = true
 		}
 	}
 	return nil

@@ -1,9 +1,8 @@
 package plan
 
 import (
-	"strings"
-
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/sluicedb/sluice/internal/dbconn"
 )
 
 // MariaDB's INSTANT and NOCOPY rules differ from MySQL's in a few places,
@@ -57,7 +56,7 @@ var mariadbRules = []rule{
 // columnIndex is the ordinal of a column, or -1.
 func columnIndex(c clause, name string) int {
 	for i, col := range c.table.Columns {
-		if strings.EqualFold(col.Name, name) {
+		if dbconn.SameName(col.Name, name) {
 			return i
 		}
 	}
@@ -127,7 +126,7 @@ func onlyPartOfItsIndexes(c clause) bool {
 	for _, ix := range c.table.Indexes {
 		has := false
 		for _, col := range ix.Columns {
-			if strings.EqualFold(col, c.old.Name) {
+			if dbconn.SameName(col, c.old.Name) {
 				has = true
 			}
 		}

@@ -108,7 +108,7 @@ func Risks(t *schema.Table, a *ddl.Alter) []Risk {
 			if !ok {
 				continue
 			}
-			if !strings.EqualFold(name, col.Name.Name.O) {
+			if !dbconn.SameName(name, col.Name.Name.O) {
 				out = append(out, renameRisk(old.Name, col.Name.Name.O))
 			}
 			q := dbconn.QuoteIdent(old.Name)

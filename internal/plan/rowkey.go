@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/ddl"
 	"github.com/sluicedb/sluice/internal/schema"
 )
@@ -23,7 +24,7 @@ func RowKeyNote(t *schema.Table, a *ddl.Alter) string {
 	for _, spec := range a.Specs {
 		switch spec.Tp {
 		case ast.AlterTableDropIndex:
-			dropped[strings.ToLower(spec.Name)] = true
+			dropped[dbconn.NameKey(spec.Name)] = true
 		case ast.AlterTableAddConstraint:
 			var cols []string
 			for _, k := range spec.Constraint.Keys {
@@ -43,7 +44,7 @@ func RowKeyNote(t *schema.Table, a *ddl.Alter) string {
 		}
 	}
 	for _, ix := range append(added, t.Indexes...) {
-		if led(ix.Columns) && !dropped[strings.ToLower(ix.Name)] {
+		if led(ix.Columns) && !dropped[dbconn.NameKey(ix.Name)] {
 			name := "index " + ix.Name
 			if ix.Name == "" {
 				name = "the index the ALTER adds"

@@ -84,10 +84,10 @@ func NewMapping(src, dst *Table, source func(newName string) (string, bool)) *Ma
 	}
 	paired := map[string]bool{}
 	for _, p := range m.Pairs {
-		paired[strings.ToLower(p.To.Name)] = true
+		paired[p.To.Name] = true
 	}
 	for _, to := range dst.Columns {
-		if paired[strings.ToLower(to.Name)] || to.Generated || to.AutoInc || to.Nullable || to.HasDefault {
+		if paired[to.Name] || to.Generated || to.AutoInc || to.Nullable || to.HasDefault {
 			continue
 		}
 		if expr, ok := ImplicitDefault(to); ok {

@@ -128,7 +128,7 @@ func LedBy(cols, key []string) bool {
 		return false
 	}
 	for i, c := range key {
-		if !strings.EqualFold(cols[i], c) {
+		if !dbconn.SameName(cols[i], c) {
 			return false
 		}
 	}
@@ -139,7 +139,7 @@ func LedBy(cols, key []string) bool {
 // unique key on cols then never sees two rows that key tells apart collide.
 func HoldsAll(cols, key []string) bool {
 	for _, k := range key {
-		if !slices.ContainsFunc(cols, func(c string) bool { return strings.EqualFold(c, k) }) {
+		if !slices.ContainsFunc(cols, func(c string) bool { return dbconn.SameName(c, k) }) {
 			return false
 		}
 	}

@@ -83,7 +83,7 @@ type Table struct {
 // Index returns the named index.
 func (t *Table) Index(name string) (Index, bool) {
 	for _, ix := range t.Indexes {
-		if strings.EqualFold(ix.Name, name) {
+		if dbconn.SameName(ix.Name, name) {
 			return ix, true
 		}
 	}
@@ -94,7 +94,7 @@ func (t *Table) Index(name string) (Index, bool) {
 func (t *Table) Indexed(col string) bool {
 	for _, ix := range t.Indexes {
 		for _, c := range ix.Columns {
-			if strings.EqualFold(c, col) {
+			if dbconn.SameName(c, col) {
 				return true
 			}
 		}
@@ -119,10 +119,16 @@ var nowDefault = regexp.MustCompile(`(?i)\b(current_timestamp|now|localtime|loca
 // ErrNotFound means the table does not exist.
 var ErrNotFound = errors.New("table not found")
 
-// Column returns the named column (case-insensitively, as MySQL does).
+// Column returns the named column: the one spelled so, else the one the
+// server takes the name for (dbconn.SameName).
 func (t *Table) Column(name string) (Column, bool) {
 	for _, c := range t.Columns {
-		if strings.EqualFold(c.Name, name) {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	for _, c := range t.Columns {
+		if dbconn.SameName(c.Name, name) {
 			return c, true
 		}
 	}
