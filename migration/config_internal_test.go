@@ -120,7 +120,12 @@ func TestZoneDependent(t *testing.T) {
 			{From: col("c", "timestamp"), To: col("c", "timestamp")},
 		},
 	}
-	if got := ZoneDependent(m); strings.Join(got, ",") != "a,b,added" {
+	gen := func(name, expr string) schema.Column {
+		return schema.Column{Name: name, DataType: "int", Generated: true, Expression: expr}
+	}
+	m.Target.Columns = append(m.Target.Columns, gen("g1", "hour(`c`)"), gen("g2", "hour(C)"), gen("g3", "`cx` + 1"),
+		gen("g4", "from_unixtime(`plain`)"), gen("g5", "`b` + `plain`"), gen("g6", "concat(_utf8mb4'c', `b`)"))
+	if got := ZoneDependent(m); strings.Join(got, ",") != "a,b,added,g1,g2,g4,g6" {
 		t.Fatalf("ZoneDependent = %v", got)
 	}
 }

@@ -138,6 +138,40 @@ func TestTimestampKeyWithZoneConversionRefused(t *testing.T) {
 	untouched(t, db, "t", before)
 }
 
+// TestTimestampKeyWithZoneGeneratedColumnRefused: a generated column stored
+// or indexed whose value reads a TIMESTAMP column would be computed again in
+// UTC, where sluice reads a TIMESTAMP key, and not in the server's zone as
+// the server's own ALTER computes it (an existing column shifted by hours, an
+// index disagreeing with its column): refused, nothing changed. A virtual
+// column in no index, computed at each read, is no obstacle.
+func TestTimestampKeyWithZoneGeneratedColumnRefused(t *testing.T) {
+	for n, c := range []struct {
+		create, alter string
+		refused       bool
+	}{
+		{"g DATETIME AS (CAST(ts AS DATETIME)) STORED", "MODIFY v BIGINT", true},
+		{"h INT AS (HOUR(ts)) VIRTUAL, KEY (h)", "MODIFY v BIGINT", true},
+		{"h INT AS (HOUR(ts)) VIRTUAL", "MODIFY v BIGINT, ADD INDEX (h)", true},
+		{"w INT AS (v + 1) STORED", "ADD COLUMN g VARCHAR(40) AS (CONCAT(ts, '')) STORED", true},
+		{"h INT AS (HOUR(ts)) VIRTUAL", "MODIFY v BIGINT", true}, // errs towards refusing: indexes may be built later
+		{"w INT AS (v * 2) STORED, KEY (w)", "MODIFY v BIGINT", false},
+	} {
+		db, table := testdb.NewAlt(t), fmt.Sprintf("g%d", n)
+		db.MustExec(t, "CREATE TABLE "+table+" (id INT, ts TIMESTAMP NOT NULL, v INT, "+c.create+", PRIMARY KEY (id, ts))",
+			"INSERT INTO "+table+" (id, ts, v) VALUES (1, '2024-01-01 10:00:00', 1), (2, '2024-06-01 20:30:00', 2)")
+		before := snapshot(t, db, table)
+		_, err := mustRunner(t, config(t, db, table, c.alter)).Run(context.Background())
+		switch {
+		case c.refused && (err == nil || !strings.Contains(err.Error(), "TIMESTAMP column")):
+			t.Errorf("%s, %s: want a refusal naming the TIMESTAMP key, got %v", c.create, c.alter, err)
+		case c.refused:
+			untouched(t, db, table, before)
+		case err != nil:
+			t.Errorf("%s, %s: %v", c.create, c.alter, err)
+		}
+	}
+}
+
 // TestMinimalRowImages: sessions logging MINIMAL or NOBLOB row images (an
 // update's after image without the key) still have every change applied;
 // sluice needs only the keys.

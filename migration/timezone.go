@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/schema"
@@ -42,8 +44,11 @@ func SessionZone(serverZone, systemZone string, key []schema.Column) string {
 }
 
 // ZoneDependent names the new table's columns whose copied value depends on
-// the session's time zone: a TIMESTAMP converted to or from another type, and
-// an added DATETIME column whose default is the current time. It is pure.
+// the session's time zone: a TIMESTAMP converted to or from another type, an
+// added DATETIME column whose default is the current time, and a generated
+// column whose expression reads a TIMESTAMP column or converts from Unix
+// time (computed again at each insert; in an index, when the index is
+// built). It is pure.
 func ZoneDependent(m *schema.Mapping) []string {
 	var out []string
 	paired := map[string]bool{}
@@ -54,11 +59,48 @@ func ZoneDependent(m *schema.Mapping) []string {
 		}
 	}
 	for _, c := range m.Target.Columns {
-		if !paired[c.Name] && !c.Generated && c.DataType == "datetime" && c.DefaultNow {
+		if !paired[c.Name] && !c.Generated && c.DataType == "datetime" && c.DefaultNow ||
+			c.Generated && readsZone(c.Expression, m.Target) {
 			out = append(out, c.Name)
 		}
 	}
 	return out
+}
+
+// readsZone reports whether a generated column's expression may give
+// another value in another time zone: it names a TIMESTAMP column of t (as a
+// word, any case, quoted or not), or a function converting Unix time. It
+// errs towards true.
+func readsZone(expr string, t *schema.Table) bool {
+	e := strings.ToLower(expr)
+	if strings.Contains(e, "unixtime") || strings.Contains(e, "unix_timestamp") || strings.Contains(e, "convert_tz") {
+		return true
+	}
+	for _, c := range t.Columns {
+		if c.DataType == "timestamp" && containsWord(e, strings.ToLower(c.Name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsWord reports whether w occurs in s with no identifier character
+// on either side.
+func containsWord(s, w string) bool {
+	ident := func(r rune) bool { return r == '_' || r == '$' || unicode.IsLetter(r) || unicode.IsDigit(r) }
+	for i := 0; ; {
+		j := strings.Index(s[i:], w)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(w)
+		before, _ := utf8.DecodeLastRuneInString(s[:start])
+		after, _ := utf8.DecodeRuneInString(s[end:])
+		if (start == 0 || !ident(before)) && (end == len(s) || !ident(after)) {
+			return true
+		}
+		i = start + 1
+	}
 }
 
 // checkZone refuses a copy whose converted values depend on the time zone

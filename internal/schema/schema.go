@@ -28,6 +28,8 @@ type Column struct {
 	MaxLength  int64 // characters for string types
 	Generated  bool  // a virtual or stored generated column: never written to
 	Stored     bool  // a stored generated column
+	// Expression is a generated column's expression as the server shows it.
+	Expression string
 	AutoInc    bool
 	// DefaultNow: the default is the current time (CURRENT_TIMESTAMP,
 	// NOW(), ...), whose value depends on the session's time zone.
@@ -173,7 +175,8 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 	t.RowFormat, t.DataBytes, t.IndexBytes, t.Charset = rowFormat.String, dataLen.Int64, indexLen.Int64, strings.ToLower(charset.String)
 
 	crows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE,
-			IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME, CHARACTER_MAXIMUM_LENGTH, EXTRA, COLUMN_DEFAULT
+			IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME, CHARACTER_MAXIMUM_LENGTH, EXTRA, COLUMN_DEFAULT,
+			COALESCE(GENERATION_EXPRESSION, '')
 		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?
 		ORDER BY ORDINAL_POSITION`, database, name)
 	if err != nil {
@@ -186,7 +189,7 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 		var cs, coll sql.NullString
 		var maxLen sql.NullInt64
 		var def sql.NullString
-		if err := crows.Scan(&c.Name, &c.Ordinal, &c.DataType, &c.ColumnType, &nullable, &cs, &coll, &maxLen, &extra, &def); err != nil {
+		if err := crows.Scan(&c.Name, &c.Ordinal, &c.DataType, &c.ColumnType, &nullable, &cs, &coll, &maxLen, &extra, &def, &c.Expression); err != nil {
 			return nil, fmt.Errorf("read columns of %s.%s: %w", database, name, err)
 		}
 		c.DataType = strings.ToLower(c.DataType)
