@@ -172,6 +172,46 @@ func TestTimestampKeyWithZoneGeneratedColumnRefused(t *testing.T) {
 	}
 }
 
+// TestDivisionByZeroAsNative: a generated column, a CHECK or an index over
+// an expression that divides by a column holding 0 fails the server's own
+// ALTER under the server's default sql_mode (ERROR_FOR_DIVISION_BY_ZERO);
+// sluice must not store NULL there instead: it fails too, table unchanged.
+func TestDivisionByZeroAsNative(t *testing.T) {
+	for n, alter := range []string{
+		"ADD COLUMN g INT AS (10 DIV v) STORED",
+		"ADD COLUMN g INT AS (MOD(10, v)) STORED",
+		"ADD COLUMN g INT AS (10 DIV v) VIRTUAL, ADD INDEX (g)",
+		"ADD CONSTRAINT ck CHECK (MOD(10, v) >= 0)",
+	} {
+		db := testdb.New(t)
+		table := fmt.Sprintf("d%d", n)
+		db.MustExec(t, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v INT)", "INSERT INTO "+table+" VALUES (1, 0), (2, 2)",
+			"CREATE TABLE ref LIKE "+table, "INSERT INTO ref SELECT * FROM "+table)
+		c, err := db.Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.ExecContext(context.Background(), "SET sql_mode = @@global.sql_mode")
+		if err == nil {
+			_, err = c.ExecContext(context.Background(), "ALTER TABLE ref "+alter+", ALGORITHM=COPY")
+		}
+		c.Close()
+		if err == nil {
+			t.Errorf("%s: the server's own ALTER takes it here: the test proves nothing", alter)
+			continue
+		}
+		db.MustExec(t, "DROP TABLE ref")
+		before := snapshot(t, db, table)
+		cfg := config(t, db, table, alter)
+		cfg.Method = "copy"
+		if _, err := mustRunner(t, cfg).Run(context.Background()); err == nil {
+			t.Errorf("%s: the server's own ALTER refuses the row holding 0, sluice migrated it", alter)
+			continue
+		}
+		untouched(t, db, table, before)
+	}
+}
+
 // TestMinimalRowImages: sessions logging MINIMAL or NOBLOB row images (an
 // update's after image without the key) still have every change applied;
 // sluice needs only the keys.

@@ -74,7 +74,10 @@ func (c Config) Validate() error {
 //   - time_zone UTC: TIMESTAMP values keep their meaning whatever the server zone.
 //   - strict sql_mode without NO_ZERO_DATE: lossy conversions fail, existing zero
 //     dates still copy; NO_AUTO_VALUE_ON_ZERO: a row whose AUTO_INCREMENT
-//     column holds 0 is copied as 0, not given the next number.
+//     column holds 0 is copied as 0, not given the next number;
+//     ERROR_FOR_DIVISION_BY_ZERO (in the server's default sql_mode): a
+//     generated column, CHECK or index expression dividing by 0 fails as
+//     the server's own ALTER fails, rather than storing NULL.
 //   - READ COMMITTED: the copy's INSERT ... SELECT reads the original as a
 //     consistent read, without locks. The apply, which must see the latest
 //     committed row, reads with an explicit FOR SHARE: that waits for a
@@ -85,7 +88,7 @@ func (c Config) Validate() error {
 //     snapshots.)
 var SessionSettings = map[string]string{
 	"time_zone":                "'+00:00'",
-	"sql_mode":                 "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO'",
+	"sql_mode":                 "'STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO'",
 	"transaction_isolation":    "'READ-COMMITTED'",
 	"innodb_lock_wait_timeout": "10",
 	"lock_wait_timeout":        "30",
