@@ -48,11 +48,6 @@ type Result struct {
 	Skipped  []string
 }
 
-var (
-	intTypes  = map[string]bool{"tinyint": true, "smallint": true, "mediumint": true, "int": true, "integer": true, "bigint": true}
-	textTypes = map[string]bool{"char": true, "varchar": true, "tinytext": true, "text": true, "mediumtext": true, "longtext": true}
-)
-
 // Comparable reports whether a column whose type changed from `from` to `to`
 // keeps values that compare equal as bytes. Identical types do; so do integer
 // types widened or narrowed (a lossy narrowing fails the copy itself under
@@ -61,10 +56,10 @@ func Comparable(from, to schema.Column) bool {
 	if strings.EqualFold(from.ColumnType, to.ColumnType) && from.Collation == to.Collation {
 		return true
 	}
-	if intTypes[from.DataType] && intTypes[to.DataType] {
+	if schema.IntegerTypes[from.DataType] && schema.IntegerTypes[to.DataType] {
 		return true
 	}
-	if textTypes[from.DataType] && textTypes[to.DataType] && from.Charset == to.Charset {
+	if schema.TextTypes[from.DataType] && schema.TextTypes[to.DataType] && from.Charset == to.Charset {
 		return true
 	}
 	return false

@@ -10,11 +10,8 @@ import (
 )
 
 var (
-	binaryTypes   = map[string]bool{"binary": true, "varbinary": true, "tinyblob": true, "blob": true, "mediumblob": true, "longblob": true}
-	decimalTypes  = map[string]bool{"decimal": true}
-	temporalTypes = map[string]bool{"date": true, "datetime": true, "timestamp": true, "time": true}
-	enumTypes     = map[string]bool{"enum": true, "set": true}
-	typeArgs      = regexp.MustCompile(`\(([0-9]+)(?:,([0-9]+))?\)`)
+	decimalTypes = map[string]bool{"decimal": true}
+	typeArgs     = regexp.MustCompile(`\(([0-9]+)(?:,([0-9]+))?\)`)
 )
 
 // Convert returns the SQL expression that reads column from of the original
@@ -29,7 +26,7 @@ var (
 // character set. It is pure.
 func Convert(from, to schema.Column) (string, bool) {
 	q := dbconn.QuoteIdent(from.Name)
-	fromText, toText := textTypes[from.DataType] || enumTypes[from.DataType], textTypes[to.DataType]
+	fromText, toText := schema.TextTypes[from.DataType] || schema.MemberTypes[from.DataType], schema.TextTypes[to.DataType]
 	padded := to.DataType == "char" && from.DataType != "char"
 	if Comparable(from, to) && !padded {
 		return q, true
@@ -46,20 +43,20 @@ func Convert(from, to schema.Column) (string, bool) {
 			return q, true
 		}
 		return "", false
-	case decimalTypes[to.DataType] && (intTypes[from.DataType] || decimalTypes[from.DataType]):
+	case decimalTypes[to.DataType] && (schema.IntegerTypes[from.DataType] || decimalTypes[from.DataType]):
 		p, s, ok := precision(to.ColumnType)
 		if !ok {
 			return "", false
 		}
 		return "CAST(" + q + " AS DECIMAL(" + p + "," + s + "))", true
-	case intTypes[to.DataType] && decimalTypes[from.DataType]:
+	case schema.IntegerTypes[to.DataType] && decimalTypes[from.DataType]:
 		if to.Unsigned {
 			return "CAST(" + q + " AS UNSIGNED)", true
 		}
 		return "CAST(" + q + " AS SIGNED)", true
-	case temporalTypes[to.DataType] && temporalTypes[from.DataType]:
+	case schema.TemporalTypes[to.DataType] && schema.TemporalTypes[from.DataType]:
 		return temporalCast(q, from, to)
-	case binaryTypes[from.DataType] && binaryTypes[to.DataType]:
+	case schema.BinaryTypes[from.DataType] && schema.BinaryTypes[to.DataType]:
 		// Bytes are kept; BINARY(m) pads them with 0x00 to m.
 		if to.DataType == "binary" {
 			m, _, ok := precision(to.ColumnType)
@@ -70,11 +67,11 @@ func Convert(from, to schema.Column) (string, bool) {
 		}
 		return q, true
 	case to.DataType == "double" && !strings.Contains(to.ColumnType, "(") &&
-		(from.DataType == "float" || intTypes[from.DataType] || decimalTypes[from.DataType]):
+		(from.DataType == "float" || schema.IntegerTypes[from.DataType] || decimalTypes[from.DataType]):
 		// The assignment converts to the nearest DOUBLE, as this does
 		// (a DOUBLE(M,D) rounds and prints D decimals: not this).
 		return "(" + q + " * 1e0)", true
-	case toText && (fromText || intTypes[from.DataType] || decimalTypes[from.DataType]):
+	case toText && (fromText || schema.IntegerTypes[from.DataType] || decimalTypes[from.DataType]):
 		v := q
 		if !fromText {
 			v = "CAST(" + q + " AS CHAR)"

@@ -12,15 +12,12 @@ import (
 	"github.com/sluicedb/sluice/internal/schema"
 )
 
-// Type families, by the server's DATA_TYPE.
-var (
-	numericFamily  = map[string]bool{"tinyint": true, "smallint": true, "mediumint": true, "int": true, "bigint": true, "decimal": true, "float": true, "double": true, "year": true, "bit": true}
-	temporalFamily = map[string]bool{"date": true, "datetime": true, "timestamp": true, "time": true}
-	stringFamily   = map[string]bool{"char": true, "varchar": true, "tinytext": true, "text": true, "mediumtext": true, "longtext": true,
-		"binary": true, "varbinary": true, "tinyblob": true, "blob": true, "mediumblob": true, "longblob": true}
-	memberFamily  = map[string]bool{"enum": true, "set": true}
-	integerFamily = map[string]bool{"tinyint": true, "smallint": true, "mediumint": true, "int": true, "bigint": true, "year": true}
-)
+// Type families of the conversions, by the server's DATA_TYPE.
+func numeric(t string) bool {
+	return schema.IntegerTypes[t] || t == "decimal" || t == "float" || t == "double" || t == "year" || t == "bit"
+}
+func stringType(t string) bool { return schema.TextTypes[t] || schema.BinaryTypes[t] }
+func integer(t string) bool    { return schema.IntegerTypes[t] || t == "year" }
 
 // numericMember reports whether an ENUM or SET column type has a member
 // that reads as a number ('1', ' 2.5').
@@ -51,21 +48,21 @@ func ConversionRefusal(from, to schema.Column) string {
 	why := ""
 	switch {
 	case f == t:
-	case integerFamily[f] && memberFamily[t] && !numericMember(to.ColumnType):
+	case integer(f) && schema.MemberTypes[t] && !numericMember(to.ColumnType):
 		// Both take the number as a position in the list.
-	case numericFamily[f] && memberFamily[t]:
+	case numeric(f) && schema.MemberTypes[t]:
 		why = "the server's own ALTER takes a number as the member of that text where there is one, a copy as its position in the list"
-	case numericFamily[f] && temporalFamily[t]:
+	case numeric(f) && schema.TemporalTypes[t]:
 		why = "the server's own ALTER and a copy read a number as a date or time differently"
-	case f == "float" && stringFamily[t]:
+	case f == "float" && stringType(t):
 		why = "the server's own ALTER writes a FLOAT's 6 significant digits (0.1), a copy the DOUBLE it holds (0.10000000149011612)"
 	case (f == "float" || f == "double") && (t == "bit" || t == "year"):
 		why = "the server's own ALTER rounds the number, a copy cuts it"
-	case f == "year" && stringFamily[t]:
+	case f == "year" && stringType(t):
 		why = "the server's own ALTER writes a YEAR with four digits (0000), a copy as a number (0)"
-	case temporalFamily[f] && t == "year":
+	case schema.TemporalTypes[f] && t == "year":
 		why = "the server's own ALTER refuses a date as a YEAR, a copy keeps its year"
-	case f == "json" && t != "json" && !stringFamily[t]:
+	case f == "json" && t != "json" && !stringType(t):
 		why = "the server's own ALTER rounds a JSON number, a copy cuts it"
 	}
 	if why == "" {
