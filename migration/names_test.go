@@ -66,3 +66,25 @@ func TestColumnsGoFoldsTogether(t *testing.T) {
 		t.Fatalf("only %d tables had two such columns: the test proves little", made)
 	}
 }
+
+// TestIfExistsClausesTheServerSkips: MariaDB skips ADD COLUMN IF NOT EXISTS
+// of a column the table has, and CHANGE COLUMN IF EXISTS of one it lacks;
+// sluice took the column for a new one and the run ended with it NULL in
+// every row. Refused, table unchanged (MySQL refuses the syntax itself).
+func TestIfExistsClausesTheServerSkips(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, a INT, b VARCHAR(10))", "INSERT INTO t VALUES (1, 1, 'keep'), (2, 2, 'me')")
+	before := column(t, db, "SELECT CONCAT_WS(':', id, a, b) FROM t ORDER BY id")
+	for _, alter := range []string{
+		"ADD COLUMN IF NOT EXISTS b INT, MODIFY a BIGINT",
+		"CHANGE COLUMN IF EXISTS zz b BIGINT, MODIFY a BIGINT",
+		"ADD COLUMN IF NOT EXISTS id BIGINT, MODIFY a BIGINT",
+	} {
+		if _, err := mustRunner(t, config(t, db, "t", alter)).Run(context.Background()); err == nil {
+			t.Errorf("%s: migrated", alter)
+		}
+		if got := column(t, db, "SELECT CONCAT_WS(':', id, a, b) FROM t ORDER BY id"); !slices.Equal(got, before) {
+			t.Fatalf("%s: the table is %v, was %v", alter, got, before)
+		}
+	}
+}

@@ -129,6 +129,9 @@ func CheckColumns(t *schema.Table, a *ddl.Alter) error {
 		switch spec.Tp {
 		case ast.AlterTableAddColumns:
 			for _, col := range spec.NewColumns {
+				if _, ok := t.Column(col.Name.Name.O); ok && spec.IfNotExists {
+					return fmt.Errorf("the ALTER adds column %s IF NOT EXISTS, and %s has it: the server would skip that clause, and sluice would take the column for a new one; leave the clause out", col.Name.Name.O, t.Name)
+				}
 				made[dbconn.NameKey(col.Name.Name.O)] = true
 			}
 			continue

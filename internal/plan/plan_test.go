@@ -355,14 +355,18 @@ func TestCheckColumns(t *testing.T) {
 	tb.Columns = append(tb.Columns, schema.Column{Name: "s", DataType: "int", ColumnType: "int"})
 	for alter, ok := range map[string]bool{
 		"MODIFY K BIGINT": true,
-		"ADD COLUMN y INT, ALTER COLUMN y SET DEFAULT 1": true,
-		"RENAME COLUMN k TO kk, MODIFY kk BIGINT":        true,
-		"CHANGE k kk INT, DROP COLUMN kk":                true,
-		"MODIFY kk BIGINT, RENAME COLUMN k TO kk":        false,
-		"MODIFY nope INT":                                false,
-		"CHANGE `ſ` x INT":                               false,
-		"DROP COLUMN `ſ`":                                false,
-		"CHANGE s x INT":                                 true,
+		"ADD COLUMN y INT, ALTER COLUMN y SET DEFAULT 1":     true,
+		"RENAME COLUMN k TO kk, MODIFY kk BIGINT":            true,
+		"CHANGE k kk INT, DROP COLUMN kk":                    true,
+		"MODIFY kk BIGINT, RENAME COLUMN k TO kk":            false,
+		"MODIFY nope INT":                                    false,
+		"CHANGE `ſ` x INT":                                   false,
+		"DROP COLUMN `ſ`":                                    false,
+		"CHANGE s x INT":                                     true,
+		"ADD COLUMN IF NOT EXISTS k INT, MODIFY c CHAR(200)": false, // the server skips it: k is kept
+		"ADD COLUMN IF NOT EXISTS y INT":                     true,
+		"CHANGE COLUMN IF EXISTS zz k BIGINT":                false, // the server skips it
+		"DROP COLUMN IF EXISTS zz":                           false,
 	} {
 		if err := CheckColumns(tb, mustParse(t, alter)); (err == nil) != ok {
 			t.Errorf("%s: %v, want accepted %v", alter, err, ok)
