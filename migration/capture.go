@@ -15,6 +15,7 @@ import (
 	"github.com/sluicedb/sluice/internal/capture"
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/plan"
+	"github.com/sluicedb/sluice/internal/schema"
 )
 
 // Capture by triggers (--capture=triggers), for a server whose binlog sluice
@@ -677,4 +678,26 @@ func (r *Runner) queueProgress() []any {
 // slicesWithout returns the names of all that are not in drop.
 func slicesWithout(all, drop []string) []string {
 	return slices.DeleteFunc(slices.Clone(all), func(a string) bool { return slices.Contains(drop, a) })
+}
+
+// binlogUnreadable refuses binlog capture of a MariaDB table whose row
+// events sluice's reader cannot take: a COMPRESSED column (logged in a type
+// the reader cannot decode) or a long unique key (USING HASH, whose hidden
+// column the row events carry beyond the table's columns). The first change
+// to the table would stop the run. Trigger capture reads keys only. Pure.
+func binlogUnreadable(t *schema.Table, triggers bool) error {
+	if triggers {
+		return nil
+	}
+	for _, c := range t.Columns {
+		if strings.Contains(strings.ToUpper(c.ColumnType), "COMPRESSED") {
+			return preflightErr("column %s is COMPRESSED, whose values in the binlog's row events sluice cannot read, so the first change to %s would stop the run: use --capture=triggers", c.Name, t.Name)
+		}
+	}
+	for _, ix := range t.Indexes {
+		if ix.Unique && strings.EqualFold(ix.Kind, "HASH") {
+			return preflightErr("unique key %s of %s is a long unique key (USING HASH), whose hidden column the binlog's row events carry, which sluice cannot read, so the first change to %s would stop the run: use --capture=triggers", ix.Name, t.Name, t.Name)
+		}
+	}
+	return nil
 }

@@ -221,3 +221,33 @@ func TestMinimalDefaultKey(t *testing.T) {
 		}
 	}
 }
+
+func TestSQLModeRefusal(t *testing.T) {
+	my := "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
+	maria := "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_CREATE_USER,NO_ENGINE_SUBSTITUTION"
+	for _, c := range []struct {
+		mode, clause, refused string
+	}{
+		{my, `ADD COLUMN c VARCHAR(10) NOT NULL DEFAULT ''`, ""},
+		{maria, `ADD COLUMN c VARCHAR(10) DEFAULT "x"`, ""},
+		{"", `MODIFY c BIGINT`, ""},
+		{my + ",ANSI_QUOTES", `ADD COLUMN c VARCHAR(10) DEFAULT 'x'`, ""},
+		{my + ",ANSI_QUOTES", `ADD COLUMN c VARCHAR(10) DEFAULT "x"`, "ANSI_QUOTES"},
+		{"PIPES_AS_CONCAT", `ADD COLUMN g VARCHAR(20) AS (a || b)`, "PIPES_AS_CONCAT"},
+		{"HIGH_NOT_PRECEDENCE", `ADD COLUMN c INT NOT NULL, MODIFY d INT NOT  NULL`, ""},
+		{"HIGH_NOT_PRECEDENCE", `ADD COLUMN g INT AS (NOT a BETWEEN 1 AND 2)`, "HIGH_NOT_PRECEDENCE"},
+		{"REAL_AS_FLOAT", `MODIFY c REAL`, "REAL_AS_FLOAT"},
+		{"REAL_AS_FLOAT", `MODIFY realm INT`, ""},
+		{maria + ",EMPTY_STRING_IS_NULL", `ADD COLUMN s VARCHAR(10) DEFAULT ''`, "EMPTY_STRING_IS_NULL"},
+		{maria + ",TIME_ROUND_FRACTIONAL", `MODIFY d DATETIME`, "TIME_ROUND_FRACTIONAL"},
+		{my + ",TIME_TRUNCATE_FRACTIONAL", `ADD INDEX (c)`, "TIME_TRUNCATE_FRACTIONAL"},
+		{"ORACLE", `MODIFY d DATE`, "ORACLE"},
+		{"PAD_CHAR_TO_FULL_LENGTH", `MODIFY c VARCHAR(20)`, "PAD_CHAR_TO_FULL_LENGTH"},
+		{"SOME_FUTURE_MODE", `MODIFY c BIGINT`, "SOME_FUTURE_MODE"},
+	} {
+		got := SQLModeRefusal(c.mode, c.clause)
+		if (got == "") != (c.refused == "") || !strings.Contains(got, c.refused) {
+			t.Errorf("%s / %s: %q, want it to name %q", c.mode, c.clause, got, c.refused)
+		}
+	}
+}

@@ -44,6 +44,7 @@ type ServerVars struct {
 	TimeZone       string // global time_zone
 	SystemZone     string // system_time_zone
 	LowerCaseNames int    // lower_case_table_names
+	SQLMode        string // global sql_mode
 	// Replica: the server replicates from a source; ReplicaUpdates: it
 	// writes what it replicates to its own binlog (log_replica_updates).
 	Replica        bool
@@ -82,9 +83,9 @@ func readServerVars(ctx context.Context, db *sql.DB, database string) (ServerVar
 	var err error
 	if err = db.QueryRowContext(ctx, `SELECT @@version, @@version_comment, @@global.log_bin,
 		@@global.binlog_format, @@global.binlog_row_image, @@session.binlog_format, @@session.binlog_row_image,
-		@@global.time_zone, @@system_time_zone, @@lower_case_table_names`).
+		@@global.time_zone, @@system_time_zone, @@lower_case_table_names, @@global.sql_mode`).
 		Scan(&v.Version, &v.VersionComment, &v.LogBin, &v.Format, &v.RowImage, &v.SessionFormat, &v.SessionImage,
-			&v.TimeZone, &v.SystemZone, &v.LowerCaseNames); err != nil {
+			&v.TimeZone, &v.SystemZone, &v.LowerCaseNames, &v.SQLMode); err != nil {
 		return v, fmt.Errorf("%w: read server settings: %w", ErrPreflight, err)
 	}
 	v.Flavor = dbconn.FlavorOf(v.Version, v.VersionComment)
@@ -233,6 +234,9 @@ func (r *Runner) preflight(ctx context.Context) error {
 	}
 	if err := plan.CheckColumns(t, r.alter); err != nil {
 		return preflightErr("%v", err)
+	}
+	if why := SQLModeRefusal(r.vars.SQLMode, r.alter.Clause); why != "" {
+		return preflightErr("%s", why)
 	}
 	r.live.name(t.Database, t.Name)
 	r.vars.Database = t.Database
@@ -394,6 +398,9 @@ func (r *Runner) copyPreflight(ctx context.Context) error {
 		return err
 	}
 	if err := minimalDefaultKey(r.vars, r.key, r.triggerCapture()); err != nil {
+		return err
+	}
+	if err := binlogUnreadable(t, r.triggerCapture()); err != nil { // capture.go
 		return err
 	}
 	if err := r.checkTriggerCapture(ctx); err != nil { // capture.go

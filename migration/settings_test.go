@@ -17,7 +17,13 @@ import (
 // new table with the old one, which holds the original's final state.
 func postponedWrites(t *testing.T, db *testdb.DB, table, alter string, setup []string, writes []string) migration.Result {
 	t.Helper()
-	cfg := config(t, db, table, alter)
+	return postponedWritesCfg(t, db, config(t, db, table, alter), append(append([]string{}, setup...), writes...))
+}
+
+// postponedWritesCfg is postponedWrites with a configuration of its own.
+func postponedWritesCfg(t *testing.T, db *testdb.DB, cfg migration.Config, writes []string) migration.Result {
+	t.Helper()
+	table := cfg.Table
 	cfg.PostponeCutover = true
 	cfg.OnPhase = func(phase string) {
 		if phase != "postponed" {
@@ -29,7 +35,7 @@ func postponedWrites(t *testing.T, db *testdb.DB, table, alter string, setup []s
 			return
 		}
 		defer c.Close()
-		for _, q := range append(append(append([]string{}, setup...), writes...), "DROP TABLE "+"`_"+strings.ToLower(table)+"_cutover`") {
+		for _, q := range append(append([]string{}, writes...), "DROP TABLE "+"`_"+strings.ToLower(table)+"_cutover`") {
 			if _, err := c.ExecContext(context.Background(), q); err != nil {
 				t.Errorf("%s: %v", q, err)
 			}
@@ -210,6 +216,97 @@ func TestDivisionByZeroAsNative(t *testing.T) {
 		}
 		untouched(t, db, table, before)
 	}
+}
+
+// TestServerSQLModeRefused: a global sql_mode under which the server's own
+// ALTER gives other values (fractional seconds cut on MySQL, rounded on
+// MariaDB, where sluice's sessions do the other) is refused before anything
+// is made; the mode is restored after.
+func TestServerSQLModeRefused(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, d DATETIME(6))", "INSERT INTO t VALUES (1, '2020-12-31 23:59:59.5')")
+	before := snapshot(t, db, "t")
+	var mode string
+	if err := db.QueryRow("SELECT @@GLOBAL.sql_mode").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	flag := "TIME_TRUNCATE_FRACTIONAL"
+	if db.Flavor == dbconn.MariaDB {
+		flag = "TIME_ROUND_FRACTIONAL"
+	}
+	db.MustExec(t, "SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',"+flag+"')")
+	t.Cleanup(func() { db.Exec("SET GLOBAL sql_mode = " + dbconn.QuoteString(mode)) })
+	cfg := config(t, db, "t", "MODIFY d DATETIME")
+	cfg.Approve = []string{"lossy-type"}
+	_, err := mustRunner(t, cfg).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), flag) {
+		t.Fatalf("want a refusal naming %s, got %v", flag, err)
+	}
+	untouched(t, db, "t", before)
+}
+
+// TestCompressedColumnsNeedTriggerCapture: MariaDB logs a COMPRESSED
+// column in a binlog type sluice's reader cannot decode, so the first write
+// stopped the run in the middle; binlog capture is refused before anything
+// is made, trigger capture migrates it.
+func TestCompressedColumnsNeedTriggerCapture(t *testing.T) {
+	db := testdb.New(t)
+	if db.Flavor != dbconn.MariaDB {
+		t.Skip("COMPRESSED columns are MariaDB's")
+	}
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, a INT, c VARCHAR(100) COMPRESSED, b BLOB COMPRESSED)",
+		"INSERT INTO t VALUES (1, 1, 'one', 'x'), (2, 2, 'two', 'y')")
+	before := snapshot(t, db, "t")
+	_, err := mustRunner(t, config(t, db, "t", "MODIFY a BIGINT")).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "--capture=triggers") {
+		t.Fatalf("binlog capture: want a refusal naming --capture=triggers, got %v", err)
+	}
+	untouched(t, db, "t", before)
+	cfg := config(t, db, "t", "MODIFY a BIGINT")
+	cfg.Capture = migration.CaptureTriggers
+	migrate(t, cfg)
+	if got := column(t, db, "SELECT CONCAT_WS(':', id, a, c, b) FROM t ORDER BY id"); strings.Join(got, ",") != "1:1:one:x,2:2:two:y" {
+		t.Fatalf("after the migration: %v", got)
+	}
+}
+
+// TestLongUniqueKey: MariaDB makes a unique key on a long column a hash
+// over a hidden column (USING HASH), which it builds with ALGORITHM=COPY
+// only; the build after the copy failed on every such table. The hidden
+// column is in the row events too: binlog capture is refused, trigger
+// capture migrates it with the changes made while the cut-over waits; a
+// duplicate still stops the build.
+func TestLongUniqueKey(t *testing.T) {
+	db := testdb.New(t)
+	if db.Flavor != dbconn.MariaDB {
+		t.Skip("long unique keys (USING HASH) are MariaDB's")
+	}
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, a INT, url VARCHAR(1000), UNIQUE KEY (url)) DEFAULT CHARSET utf8mb4")
+	db.Fill(t, "t", 500, "n, n, CONCAT('https://x/', n)")
+	before := snapshot(t, db, "t")
+	_, err := mustRunner(t, config(t, db, "t", "MODIFY a BIGINT")).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "--capture=triggers") {
+		t.Fatalf("binlog capture: want a refusal naming --capture=triggers, got %v", err)
+	}
+	untouched(t, db, "t", before)
+	cfg := config(t, db, "t", "MODIFY a BIGINT")
+	cfg.Capture = migration.CaptureTriggers
+	cfg.PostponeCutover = true
+	postponedWritesCfg(t, db, cfg, []string{"UPDATE t SET url = 'moved' WHERE id = 7", "INSERT INTO t VALUES (1000, 1, 'https://x/7')", "DELETE FROM t WHERE id = 9"})
+	var create string
+	db.QueryRow("SHOW CREATE TABLE t").Scan(new(string), &create)
+	if !strings.Contains(create, "USING HASH") {
+		t.Fatalf("the new table lost its long unique key: %s", create)
+	}
+	db = testdb.New(t)
+	db.MustExec(t, "CREATE TABLE d (id INT PRIMARY KEY, url VARCHAR(1000)) DEFAULT CHARSET utf8mb4", "INSERT INTO d VALUES (1, 'x'), (2, 'x')")
+	before = snapshot(t, db, "d")
+	if _, err := mustRunner(t, config(t, db, "d", "ADD UNIQUE KEY (url)")).Run(context.Background()); err == nil || strings.Contains(err.Error(), "--capture=triggers") {
+		t.Fatalf("a long unique key over duplicates: %v", err)
+	}
+	untouched(t, db, "d", before)
+	db.MustExec(t, "UPDATE d SET url = 'y' WHERE id = 2")
+	postponedWrites(t, db, "d", "ADD UNIQUE KEY (url)", nil, []string{"INSERT INTO d VALUES (3, 'z')", "UPDATE d SET url = 'w' WHERE id = 1"})
 }
 
 // TestMinimalRowImages: sessions logging MINIMAL or NOBLOB row images (an

@@ -11,8 +11,9 @@ import (
 type KeyDef struct {
 	Name, Def string
 	Unique    bool
-	// Functional: a key part is an expression. The server builds such an
-	// index with ALGORITHM=COPY only (it adds a hidden virtual column).
+	// Functional: a key part is an expression, or the key is MariaDB's
+	// long unique key (USING HASH). The server builds such an index with
+	// ALGORITHM=COPY only (it adds a hidden virtual column).
 	Functional bool `json:",omitempty"`
 }
 
@@ -35,7 +36,7 @@ func SecondaryKeys(createTable string) []KeyDef {
 		if !ok {
 			continue
 		}
-		fn := functional(rest[len("KEY ")+len(dbconn.QuoteIdent(name)):])
+		fn := functional(rest[len("KEY ")+len(dbconn.QuoteIdent(name)):]) || unique && strings.HasSuffix(l, " USING HASH")
 		if fn && !unique {
 			continue
 		}
