@@ -124,8 +124,8 @@ func TestZoneDependent(t *testing.T) {
 		return schema.Column{Name: name, DataType: "int", Generated: true, Expression: expr}
 	}
 	m.Target.Columns = append(m.Target.Columns, gen("g1", "hour(`c`)"), gen("g2", "hour(C)"), gen("g3", "`cx` + 1"),
-		gen("g4", "from_unixtime(`plain`)"), gen("g5", "`b` + `plain`"), gen("g6", "concat(_utf8mb4'c', `b`)"))
-	if got := ZoneDependent(m); strings.Join(got, ",") != "a,b,added,g1,g2,g4,g6" {
+		gen("g4", "from_unixtime(`plain`)"), gen("g5", "`b` + `plain`"), gen("g6", "concat(_utf8mb4'c', `b`)"), gen("g7", "`cſ` + 1"))
+	if got := ZoneDependent(m); strings.Join(got, ",") != "a,b,added,g1,g2,g4,g6,g7" {
 		t.Fatalf("ZoneDependent = %v", got)
 	}
 }
@@ -249,5 +249,13 @@ func TestSQLModeRefusal(t *testing.T) {
 		if (got == "") != (c.refused == "") || !strings.Contains(got, c.refused) {
 			t.Errorf("%s / %s: %q, want it to name %q", c.mode, c.clause, got, c.refused)
 		}
+	}
+}
+
+// TestSameKey: a key moved to a column the server keeps apart from the old
+// one (ſ beside s) is another key.
+func TestSameKey(t *testing.T) {
+	if !sameKey([]string{"ID", "b"}, []string{"id", "B"}) || sameKey([]string{"s"}, []string{"ſ"}) || sameKey([]string{"a"}, []string{"a", "b"}) {
+		t.Error("sameKey: want the same key in other letter case only")
 	}
 }

@@ -628,7 +628,7 @@ func sameKey(a, b []string) bool {
 		return false
 	}
 	for i := range a {
-		if !strings.EqualFold(a[i], b[i]) {
+		if !dbconn.SameName(a[i], b[i]) {
 			return false
 		}
 	}

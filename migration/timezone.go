@@ -69,12 +69,21 @@ func ZoneDependent(m *schema.Mapping) []string {
 
 // readsZone reports whether a generated column's expression may give
 // another value in another time zone: it names a TIMESTAMP column of t (as a
-// word, any case, quoted or not), or a function converting Unix time. It
-// errs towards true.
+// word, any case, quoted or not), or a function converting Unix time, or
+// holds a character beyond ASCII (a name the server may take for a
+// TIMESTAMP column's). It errs towards true.
 func readsZone(expr string, t *schema.Table) bool {
 	e := strings.ToLower(expr)
 	if strings.Contains(e, "unixtime") || strings.Contains(e, "unix_timestamp") || strings.Contains(e, "convert_tz") {
 		return true
+	}
+	if !slices.ContainsFunc(t.Columns, func(c schema.Column) bool { return c.DataType == "timestamp" }) {
+		return false
+	}
+	for _, r := range expr {
+		if r >= utf8.RuneSelf {
+			return true
+		}
 	}
 	for _, c := range t.Columns {
 		if c.DataType == "timestamp" && containsWord(e, strings.ToLower(c.Name)) {

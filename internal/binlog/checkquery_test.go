@@ -135,6 +135,18 @@ func TestCheckQuery(t *testing.T) {
 	}
 }
 
+// TestCheckQueryServerFolding: under lower_case_table_names the server
+// lower-cases İ to i, which Unicode case folding keeps apart: a TRUNCATE of
+// İTEMS is one of items, and must stop the run.
+func TestCheckQueryServerFolding(t *testing.T) {
+	s := &Streamer{cfg: Config{Database: "shop", Table: "items", FoldCase: true}}
+	for _, q := range []string{"TRUNCATE TABLE İTEMS", "ALTER TABLE shop.İtems ADD x INT", "RENAME TABLE İtems TO x"} {
+		if err := s.checkQuery("shop", q, 0); !errors.Is(err, ErrTableChanged) {
+			t.Errorf("%s: %v, want the run stopped", q, err)
+		}
+	}
+}
+
 // TestCheckQueryQuotedName: a name with a backquote appears doubled in a
 // quoted identifier.
 func TestCheckQueryQuotedName(t *testing.T) {

@@ -14,11 +14,14 @@ import (
 	"github.com/sluicedb/sluice/internal/ddl"
 )
 
-// sameName reports whether two schema or table names name the same object:
-// byte for byte, or without regard to letter case when FoldCase is set.
+// sameName reports whether two schema or table names in a statement may
+// name the same object: byte for byte, or when FoldCase is set, as the
+// server folds them (dbconn.SameName: İ is i) or as Unicode case folding
+// does. It errs towards true: a statement it takes for one on the table
+// stops the run, one it misses could be undone by the swap.
 func (c *Config) sameName(a, b string) bool {
 	if c.FoldCase {
-		return strings.EqualFold(a, b)
+		return strings.EqualFold(a, b) || dbconn.SameName(a, b)
 	}
 	return a == b
 }

@@ -30,9 +30,13 @@ func SameName(a, b string) bool {
 }
 
 // nameLower is the lower case of r where the server surely reads it alike,
-// else r.
+// else r. A character beyond the Basic Multilingual Plane, which an
+// identifier (utf8mb3) cannot hold, is ? as MySQL stores it (a column
+// named with an emoji is named ?; MariaDB refuses such names).
 func nameLower(r rune) rune {
 	switch {
+	case r > 0xFFFF:
+		return '?'
 	case r >= 'A' && r <= 'Z':
 		return r + ('a' - 'A')
 	case r >= 0xC0 && r <= 0xDE && r != 0xD7, // Latin-1 capitals

@@ -25,6 +25,9 @@ func TestSameName(t *testing.T) {
 		{"\u212a", "k", false}, // the Kelvin sign: the server may join them; sluice then refuses, never mixes
 		{"a", "ab", false},
 		{"x_1", "X_1", true},
+		{"😀", "?", true}, // MySQL stores it so
+		{"a😀", "a𝄞", true},
+		{"😀", "x", false},
 	} {
 		if got := SameName(c.a, c.b); got != c.same {
 			t.Errorf("SameName(%q, %q) = %v, want %v", c.a, c.b, got, c.same)
