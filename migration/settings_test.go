@@ -256,18 +256,27 @@ func TestCompressedColumnsNeedTriggerCapture(t *testing.T) {
 	}
 	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, a INT, c VARCHAR(100) COMPRESSED, b BLOB COMPRESSED)",
 		"INSERT INTO t VALUES (1, 1, 'one', 'x'), (2, 2, 'two', 'y')")
-	before := snapshot(t, db, "t")
-	_, err := mustRunner(t, config(t, db, "t", "MODIFY a BIGINT")).Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "--capture=triggers") {
-		t.Fatalf("binlog capture: want a refusal naming --capture=triggers, got %v", err)
-	}
-	untouched(t, db, "t", before)
-	cfg := config(t, db, "t", "MODIFY a BIGINT")
-	cfg.Capture = migration.CaptureTriggers
+	cfg := triggersOnly(t, db, "t", "MODIFY a BIGINT")
 	migrate(t, cfg)
 	if got := column(t, db, "SELECT CONCAT_WS(':', id, a, c, b) FROM t ORDER BY id"); strings.Join(got, ",") != "1:1:one:x,2:2:two:y" {
 		t.Fatalf("after the migration: %v", got)
 	}
+}
+
+// triggersOnly checks that binlog capture of table is refused in one line
+// naming --capture=triggers, the table unchanged, and returns the
+// configuration with trigger capture.
+func triggersOnly(t *testing.T, db *testdb.DB, table, alter string) migration.Config {
+	t.Helper()
+	before := snapshot(t, db, table)
+	_, err := mustRunner(t, config(t, db, table, alter)).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "--capture=triggers") {
+		t.Fatalf("binlog capture: want a refusal naming --capture=triggers, got %v", err)
+	}
+	untouched(t, db, table, before)
+	cfg := config(t, db, table, alter)
+	cfg.Capture = migration.CaptureTriggers
+	return cfg
 }
 
 // TestLongUniqueKey: MariaDB makes a unique key on a long column a hash
@@ -283,14 +292,7 @@ func TestLongUniqueKey(t *testing.T) {
 	}
 	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, a INT, url VARCHAR(1000), UNIQUE KEY (url)) DEFAULT CHARSET utf8mb4")
 	db.Fill(t, "t", 500, "n, n, CONCAT('https://x/', n)")
-	before := snapshot(t, db, "t")
-	_, err := mustRunner(t, config(t, db, "t", "MODIFY a BIGINT")).Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "--capture=triggers") {
-		t.Fatalf("binlog capture: want a refusal naming --capture=triggers, got %v", err)
-	}
-	untouched(t, db, "t", before)
-	cfg := config(t, db, "t", "MODIFY a BIGINT")
-	cfg.Capture = migration.CaptureTriggers
+	cfg := triggersOnly(t, db, "t", "MODIFY a BIGINT")
 	cfg.PostponeCutover = true
 	postponedWritesCfg(t, db, cfg, []string{"UPDATE t SET url = 'moved' WHERE id = 7", "INSERT INTO t VALUES (1000, 1, 'https://x/7')", "DELETE FROM t WHERE id = 9"})
 	var create string
@@ -300,7 +302,7 @@ func TestLongUniqueKey(t *testing.T) {
 	}
 	db = testdb.New(t)
 	db.MustExec(t, "CREATE TABLE d (id INT PRIMARY KEY, url VARCHAR(1000)) DEFAULT CHARSET utf8mb4", "INSERT INTO d VALUES (1, 'x'), (2, 'x')")
-	before = snapshot(t, db, "d")
+	before := snapshot(t, db, "d")
 	if _, err := mustRunner(t, config(t, db, "d", "ADD UNIQUE KEY (url)")).Run(context.Background()); err == nil || strings.Contains(err.Error(), "--capture=triggers") {
 		t.Fatalf("a long unique key over duplicates: %v", err)
 	}

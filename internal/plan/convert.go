@@ -79,13 +79,9 @@ func ConversionRefusal(from, to schema.Column) string {
 // made. It is pure.
 func ConversionNote(t *schema.Table, a *ddl.Alter, srv Server) string {
 	for _, spec := range a.Specs {
-		if (spec.Tp != ast.AlterTableModifyColumn && spec.Tp != ast.AlterTableChangeColumn) || len(spec.NewColumns) != 1 {
+		name, col, ok := redefinedColumn(spec)
+		if !ok {
 			continue
-		}
-		col := spec.NewColumns[0]
-		name := col.Name.Name.O
-		if spec.OldColumnName != nil {
-			name = spec.OldColumnName.Name.O
 		}
 		from, ok := t.Column(name)
 		if !ok || from.Generated || generated(col) || a.Dropped[dbconn.NameKey(name)] {
@@ -100,4 +96,17 @@ func ConversionNote(t *schema.Table, a *ddl.Alter, srv Server) string {
 		}
 	}
 	return ""
+}
+
+// redefinedColumn returns, for a MODIFY or CHANGE of one column, the name
+// the column has in the table and its new definition.
+func redefinedColumn(spec *ast.AlterTableSpec) (string, *ast.ColumnDef, bool) {
+	if (spec.Tp != ast.AlterTableModifyColumn && spec.Tp != ast.AlterTableChangeColumn) || len(spec.NewColumns) != 1 {
+		return "", nil, false
+	}
+	col := spec.NewColumns[0]
+	if spec.OldColumnName != nil {
+		return spec.OldColumnName.Name.O, col, true
+	}
+	return col.Name.Name.O, col, true
 }

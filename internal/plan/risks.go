@@ -96,13 +96,9 @@ func Risks(t *schema.Table, a *ddl.Alter) []Risk {
 		case ast.AlterTableRenameColumn:
 			out = append(out, renameRisk(spec.OldColumnName.Name.O, spec.NewColumnName.Name.O))
 		case ast.AlterTableModifyColumn, ast.AlterTableChangeColumn:
-			if len(spec.NewColumns) != 1 {
+			name, col, ok := redefinedColumn(spec)
+			if !ok {
 				continue
-			}
-			col := spec.NewColumns[0]
-			name := col.Name.Name.O
-			if spec.OldColumnName != nil {
-				name = spec.OldColumnName.Name.O
 			}
 			old, ok := t.Column(name)
 			if !ok {
