@@ -232,9 +232,6 @@ func (r *Runner) preflight(ctx context.Context) error {
 	if err := r.alter.NamesOther(t.Database, t.Name, r.vars.LowerCaseNames != 0); err != nil {
 		return err
 	}
-	if err := plan.CheckColumns(t, r.alter); err != nil {
-		return preflightErr("%v", err)
-	}
 	if why := SQLModeRefusal(r.vars.SQLMode, r.alter.Clause); why != "" {
 		return preflightErr("%s", why)
 	}
@@ -257,6 +254,11 @@ func (r *Runner) preflight(ctx context.Context) error {
 	}
 	if err := r.previousRun(ctx); err != nil || r.res.AlreadyDone {
 		return err
+	}
+	// After previousRun: a run that already swapped the tables has a
+	// table the ALTER no longer names the columns of.
+	if err := plan.CheckColumns(t, r.alter); err != nil {
+		return preflightErr("the ALTER does not apply to %s: %v", t.Name, err)
 	}
 	if err := r.makePlan(ctx); err != nil {
 		return err
