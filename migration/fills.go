@@ -2,7 +2,6 @@ package migration
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
@@ -26,11 +25,7 @@ func (r *Runner) checkFills(ctx context.Context) error {
 		if !f.ZeroDate() {
 			continue
 		}
-		var mode string
-		if err := r.db.QueryRowContext(ctx, "SELECT @@GLOBAL.sql_mode").Scan(&mode); err != nil {
-			return fmt.Errorf("%w: read the server's sql_mode: %w", ErrPreflight, err)
-		}
-		if strings.Contains(mode, "NO_ZERO_DATE") && strings.Contains(mode, "STRICT_") {
+		if mode := r.vars.SQLMode; strings.Contains(mode, "NO_ZERO_DATE") && strings.Contains(mode, "STRICT_") {
 			return preflightErr("column %s (%s) is added NOT NULL without a DEFAULT: the server's own ALTER would give the rows the table holds a zero date, which its sql_mode (%s) refuses; give it a DEFAULT, or add it NULL",
 				f.To.Name, f.To.ColumnType, mode)
 		}

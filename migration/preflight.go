@@ -222,6 +222,9 @@ func (r *Runner) preflight(ctx context.Context) error {
 	if errors.Is(err, schema.ErrNotFound) {
 		return preflightErr("table %s.%s does not exist; check --database and --table", r.cfg.Database, r.cfg.Table)
 	}
+	if errors.Is(err, schema.ErrNotBaseTable) {
+		return preflightErr("%v", err)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrPreflight, err)
 	}
@@ -243,6 +246,9 @@ func (r *Runner) preflight(ctx context.Context) error {
 	db = r.db
 	if !strings.EqualFold(t.Engine, "InnoDB") {
 		return preflightErr("table %s uses the %s engine; sluice migrates InnoDB tables only", t.Name, t.Engine)
+	}
+	if err := plan.CheckEngine(r.alter); err != nil {
+		return preflightErr("%v", err)
 	}
 	for _, spec := range r.alter.Specs {
 		if spec.Tp == ast.AlterTableAlgorithm || spec.Tp == ast.AlterTableLock {

@@ -98,6 +98,9 @@ func Make(ctx context.Context, db *sql.DB, host, database, table string, a *ddl.
 	if err := CheckColumns(t, a); err != nil {
 		return nil, f, err
 	}
+	if err := CheckEngine(a); err != nil {
+		return nil, f, err
+	}
 	if o.CPUs == 0 {
 		o.CPUs = f.CPUs
 	}
@@ -115,6 +118,21 @@ func Make(ctx context.Context, db *sql.DB, host, database, table string, a *ddl.
 		p.LockGuardBlind = view.Blind()
 	}
 	return p, f, nil
+}
+
+// CheckEngine refuses an ALTER that moves the table to an engine other than
+// InnoDB: sluice's copy relies on transactions the shadow table rolls back
+// (the trial copy) and on row locks (the apply's locking reads).
+func CheckEngine(a *ddl.Alter) error {
+	for _, spec := range a.Specs {
+		if spec.Tp != ast.AlterTableOption {
+			continue
+		}
+		if e := optString(spec, ast.TableOptionEngine); e != "" && !strings.EqualFold(e, "InnoDB") {
+			return fmt.Errorf("the ALTER moves the table to the %s engine; sluice copies into InnoDB tables only: run it with the server's own ALTER TABLE", e)
+		}
+	}
+	return nil
 }
 
 // CheckColumns refuses an ALTER that names a column the table lacks, before

@@ -121,6 +121,11 @@ var nowDefault = regexp.MustCompile(`(?i)\b(current_timestamp|now|localtime|loca
 // ErrNotFound means the table does not exist.
 var ErrNotFound = errors.New("table not found")
 
+// ErrNotBaseTable means the name is a view, a sequence or a system-versioned
+// table: something other than a table of rows alone, which a copy would not
+// carry whole.
+var ErrNotBaseTable = errors.New("sluice copies base tables only")
+
 // Column returns the named column: the one spelled so, else the one the
 // server takes the name for (dbconn.SameName).
 func (t *Table) Column(name string) (Column, bool) {
@@ -147,6 +152,24 @@ func (t *Table) PKColumns() []Column {
 	return out
 }
 
+// notBaseTable says what db.name is when it is no base table: ErrNotFound,
+// or ErrNotBaseTable with what the server calls it.
+func notBaseTable(ctx context.Context, db *sql.DB, database, name string) error {
+	var kind string
+	err := db.QueryRowContext(ctx, `SELECT TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`, database, name).Scan(&kind)
+	if err != nil || kind == "BASE TABLE" {
+		return fmt.Errorf("%s.%s: %w", database, name, ErrNotFound)
+	}
+	what, why := "a "+strings.ToLower(kind), "name a table"
+	switch kind {
+	case "SYSTEM VERSIONED":
+		what, why = "a system-versioned table", "a copy would keep its current rows and lose their history; run the change with the server's own ALTER TABLE"
+	case "VIEW", "SYSTEM VIEW":
+		why = "name the table it reads"
+	}
+	return fmt.Errorf("%s.%s is %s: %s (%w)", database, name, what, why, ErrNotBaseTable)
+}
+
 // Quoted is the table's quoted `db`.`name`.
 func (t *Table) Quoted() string { return dbconn.QuoteTable(t.Database, t.Name) }
 
@@ -164,7 +187,7 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 		FROM information_schema.TABLES t LEFT JOIN information_schema.COLLATIONS c ON c.COLLATION_NAME = t.TABLE_COLLATION
 		WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ? AND t.TABLE_TYPE = 'BASE TABLE'`, database, name).Scan(&t.Database, &t.Name, &rows, &engine, &rowFormat, &dataLen, &indexLen, &charset)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%s.%s: %w", database, name, ErrNotFound)
+		return nil, notBaseTable(ctx, db, database, name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read table %s.%s: %w", database, name, err)
