@@ -18,15 +18,19 @@ import (
 func (r *Runner) checkFills(ctx context.Context) error {
 	if len(r.mapping.Unfilled) > 0 {
 		c := r.mapping.Unfilled[0]
-		return preflightErr("column %s (%s) is added NOT NULL without a DEFAULT, and its type has no implicit value for the rows the table holds (the server's own ALTER refuses it too): add it NULL, or give it a DEFAULT",
-			c.Name, c.ColumnType)
+		why := "the server's own ALTER refuses it too"
+		if c.DataType == "vector" {
+			why = "the server's own ALTER gives them an empty vector, which no write can store"
+		}
+		return preflightErr("column %s (%s) is added NOT NULL without a DEFAULT, and its type has no value sluice can give the rows the table holds (%s): add it NULL, or give it a DEFAULT",
+			c.Name, c.ColumnType, why)
 	}
 	for _, f := range r.mapping.Fills {
 		if !f.ZeroDate() {
 			continue
 		}
 		if mode := r.vars.SQLMode; strings.Contains(mode, "NO_ZERO_DATE") && strings.Contains(mode, "STRICT_") {
-			return preflightErr("column %s (%s) is added NOT NULL without a DEFAULT: the server's own ALTER would give the rows the table holds a zero date, which its sql_mode (%s) refuses; give it a DEFAULT, or add it NULL",
+			return preflightErr("column %s (%s) is added NOT NULL without a DEFAULT: the rows the table holds would get a zero date, which the server's sql_mode (%s) refuses in writes; give it a DEFAULT, or add it NULL",
 				f.To.Name, f.To.ColumnType, mode)
 		}
 		break
