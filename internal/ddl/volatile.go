@@ -95,7 +95,7 @@ const (
 // without arguments.
 var volatileFuncs = map[string]VolatileKind{
 	"uuid": VolatileRandom, "uuid_short": VolatileRandom, "uuid_v4": VolatileRandom, "uuid_v7": VolatileRandom,
-	"rand": VolatileRandom, "random_bytes": VolatileRandom,
+	"rand": VolatileRandom, "random_bytes": VolatileRandom, "sys_guid": VolatileRandom,
 
 	"nextval": VolatileSequence,
 
@@ -105,7 +105,9 @@ var volatileFuncs = map[string]VolatileKind{
 	"unix_timestamp": VolatileTime,
 
 	"connection_id": VolatileSession, "last_insert_id": VolatileSession, "ps_current_thread_id": VolatileSession,
-	"row_count": VolatileSession, "found_rows": VolatileSession,
+	"row_count": VolatileSession, "found_rows": VolatileSession, "lastval": VolatileSession,
+	"current_user": VolatileSession, "user": VolatileSession, "session_user": VolatileSession,
+	"system_user": VolatileSession, "current_role": VolatileSession,
 }
 
 // volatiles returns what makes an added column's value volatile: its

@@ -58,6 +58,11 @@ func TestNonDeterministic(t *testing.T) {
 		{"ADD COLUMN c BIGINT DEFAULT (CONNECTION_ID())", []string{"c session CONNECTION_ID()"}},
 		{"ADD COLUMN c BIGINT DEFAULT (LAST_INSERT_ID())", []string{"c session LAST_INSERT_ID()"}},
 		{"ADD COLUMN c BIGINT DEFAULT (PS_CURRENT_THREAD_ID())", []string{"c session PS_CURRENT_THREAD_ID()"}},
+		{"ADD COLUMN c VARCHAR(90) DEFAULT (SESSION_USER())", []string{"c session SESSION_USER()"}},
+		{"ADD COLUMN c VARCHAR(90) DEFAULT (SYSTEM_USER())", []string{"c session SYSTEM_USER()"}},
+		// MariaDB's.
+		{"ADD COLUMN g CHAR(36) DEFAULT (SYS_GUID())", []string{"g random SYS_GUID()"}},
+		{"ADD COLUMN g CHAR(36) DEFAULT (UUID_V7())", []string{"g random UUID_V7()"}},
 		// Several causes, several columns, in the order written; each cause once.
 		{"ADD COLUMN x VARCHAR(90) DEFAULT (CONCAT(UUID(), CONNECTION_ID(), UUID()))",
 			[]string{"x random UUID()", "x session CONNECTION_ID()"}},
