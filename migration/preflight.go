@@ -593,6 +593,14 @@ func (r *Runner) shadowReady(ctx context.Context) error {
 			return preflightErr("%s", why)
 		}
 	}
+	for _, name := range r.orig.PrimaryKey { // the row key: rows of the new table are found by its values
+		from, _ := r.orig.Column(name)
+		if to, ok := r.shadow.Column(name); ok {
+			if why := plan.KeyChangeRefusal(from, to); why != "" {
+				return preflightErr("%s", why)
+			}
+		}
+	}
 	if err := r.checkZone(); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -93,6 +94,11 @@ func ConversionNote(t *schema.Table, a *ddl.Alter, srv Server) string {
 		}
 		if why := ConversionRefusal(from, to); why != "" {
 			return "refused: " + why
+		}
+		if slices.Contains(t.PrimaryKey, from.Name) {
+			if why := KeyChangeRefusal(from, to); why != "" {
+				return "refused: " + why
+			}
 		}
 	}
 	return ""
