@@ -42,6 +42,11 @@ func TestKeyTypeChanges(t *testing.T) {
 		{"ENUM('a','b','c')", "MODIFY k ENUM('a','b','c','d') NOT NULL", []string{"'a'", "'b'", "'c'"}, true},
 		{"DATETIME", "MODIFY k DATETIME(3) NOT NULL", []string{"'2020-01-01 10:00:10'", "'2020-01-01 10:00:11'", "'2021-01-01'"}, true},
 		{"DECIMAL(6,2)", "MODIFY k DECIMAL(8,3) NOT NULL", []string{"1.25", "2.5", "-3.75"}, true},
+		// Another character set (not on MariaDB: keyCharsetChange) or collation.
+		{"VARCHAR(8) CHARACTER SET latin1", "MODIFY k VARCHAR(8) CHARACTER SET utf8mb4 NOT NULL", []string{"'é'", "'F'", "'a '"}, db.Flavor != dbconn.MariaDB},
+		{"VARCHAR(8) CHARACTER SET utf8mb4", "MODIFY k VARCHAR(8) CHARACTER SET latin1 NOT NULL", []string{"'é'", "'F'", "'a '"}, db.Flavor != dbconn.MariaDB},
+		{"VARCHAR(8) COLLATE utf8mb4_bin", "MODIFY k VARCHAR(8) COLLATE utf8mb4_general_ci NOT NULL", []string{"'a'", "'B'", "'c '"}, true},
+		{"VARCHAR(8) COLLATE utf8mb4_general_ci", "MODIFY k VARCHAR(8) COLLATE utf8mb4_bin NOT NULL", []string{"'a'", "'B'", "'c '"}, true},
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%s_%d", strings.Fields(c.key)[0], i), func(t *testing.T) {
