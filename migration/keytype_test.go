@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/testdb"
@@ -30,23 +31,25 @@ func TestKeyTypeChanges(t *testing.T) {
 		key, alter string
 		values     []string // key values as SQL literals; the first is deleted, the second updated
 		kept       bool     // every key is stored as it is
+		fill       string   // more rows, many ranges: the key as an expression of n
 	}{
-		{"VARBINARY(4)", "MODIFY k BINARY(4) NOT NULL", []string{"'cd'", "'ab'", "'ef'"}, false},
-		{"VARCHAR(4) COLLATE " + nopad, "MODIFY k CHAR(4) COLLATE " + nopad + " NOT NULL", []string{"'a '", "'b'", "'c'"}, false},
-		{"ENUM('a','b','c')", "MODIFY k ENUM('c','b','a') NOT NULL", []string{"'a'", "'b'", "'c'"}, false},
-		{"DATETIME(3)", "MODIFY k DATETIME NOT NULL", []string{"'2020-01-01 10:00:10.200'", "'2020-01-01 10:00:11'", "'2020-01-01 10:00:12.700'"}, false},
-		{"DECIMAL(6,2)", "MODIFY k DECIMAL(6,1) NOT NULL", []string{"1.25", "2.5", "3.75"}, false},
-		{"INT", "MODIFY k BIGINT NOT NULL", []string{"5", "-7", "2147483647"}, true},
-		{"VARCHAR(4) COLLATE utf8mb4_bin", "MODIFY k VARCHAR(8) COLLATE utf8mb4_bin NOT NULL", []string{"'a '", "'b'", "'c'"}, true},
-		{"CHAR(4)", "MODIFY k VARCHAR(6) NOT NULL", []string{"'a'", "'bb'", "'c'"}, true},
-		{"ENUM('a','b','c')", "MODIFY k ENUM('a','b','c','d') NOT NULL", []string{"'a'", "'b'", "'c'"}, true},
-		{"DATETIME", "MODIFY k DATETIME(3) NOT NULL", []string{"'2020-01-01 10:00:10'", "'2020-01-01 10:00:11'", "'2021-01-01'"}, true},
-		{"DECIMAL(6,2)", "MODIFY k DECIMAL(8,3) NOT NULL", []string{"1.25", "2.5", "-3.75"}, true},
+		{"VARBINARY(4)", "MODIFY k BINARY(4) NOT NULL", []string{"'cd'", "'ab'", "'ef'"}, false, ""},
+		{"VARCHAR(4) COLLATE " + nopad, "MODIFY k CHAR(4) COLLATE " + nopad + " NOT NULL", []string{"'a '", "'b'", "'c'"}, false, ""},
+		{"ENUM('a','b','c')", "MODIFY k ENUM('c','b','a') NOT NULL", []string{"'a'", "'b'", "'c'"}, false, ""},
+		{"DATETIME(3)", "MODIFY k DATETIME NOT NULL", []string{"'2020-01-01 10:00:10.200'", "'2020-01-01 10:00:11'", "'2020-01-01 10:00:12.700'"}, false, ""},
+		{"DECIMAL(6,2)", "MODIFY k DECIMAL(6,1) NOT NULL", []string{"1.25", "2.5", "3.75"}, false, ""},
+		{"INT", "MODIFY k BIGINT NOT NULL", []string{"5", "-7", "2147483647"}, true, "n + 100"},
+		{"VARCHAR(4) COLLATE utf8mb4_bin", "MODIFY k VARCHAR(8) COLLATE utf8mb4_bin NOT NULL", []string{"'a '", "'b'", "'c'"}, true, ""},
+		{"CHAR(4)", "MODIFY k VARCHAR(6) NOT NULL", []string{"'a'", "'bb'", "'c'"}, true, ""},
+		{"ENUM('a','b','c')", "MODIFY k ENUM('a','b','c','d') NOT NULL", []string{"'a'", "'b'", "'c'"}, true, ""},
+		{"DATETIME", "MODIFY k DATETIME(3) NOT NULL", []string{"'2020-01-01 10:00:10'", "'2020-01-01 10:00:11'", "'2021-01-01'"}, true, ""},
+		{"DECIMAL(6,2)", "MODIFY k DECIMAL(8,3) NOT NULL", []string{"1.25", "2.5", "-3.75"}, true, ""},
 		// Another character set (not on MariaDB: keyCharsetChange) or collation.
-		{"VARCHAR(8) CHARACTER SET latin1", "MODIFY k VARCHAR(8) CHARACTER SET utf8mb4 NOT NULL", []string{"'é'", "'F'", "'a '"}, db.Flavor != dbconn.MariaDB},
-		{"VARCHAR(8) CHARACTER SET utf8mb4", "MODIFY k VARCHAR(8) CHARACTER SET latin1 NOT NULL", []string{"'é'", "'F'", "'a '"}, db.Flavor != dbconn.MariaDB},
-		{"VARCHAR(8) COLLATE utf8mb4_bin", "MODIFY k VARCHAR(8) COLLATE utf8mb4_general_ci NOT NULL", []string{"'a'", "'B'", "'c '"}, true},
-		{"VARCHAR(8) COLLATE utf8mb4_general_ci", "MODIFY k VARCHAR(8) COLLATE utf8mb4_bin NOT NULL", []string{"'a'", "'B'", "'c '"}, true},
+		{"VARCHAR(8) CHARACTER SET latin1", "MODIFY k VARCHAR(8) CHARACTER SET utf8mb4 NOT NULL", []string{"'é'", "'F'", "'a '"}, db.Flavor != dbconn.MariaDB, "CONCAT('z', n)"},
+		{"VARCHAR(8) CHARACTER SET utf8mb4", "MODIFY k VARCHAR(8) CHARACTER SET latin1 NOT NULL", []string{"'é'", "'F'", "'a '"}, db.Flavor != dbconn.MariaDB, "CONCAT('z', n)"},
+		{"VARCHAR(10) CHARACTER SET latin1", "CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci", []string{"'é'", "'F'", "'a '"}, db.Flavor != dbconn.MariaDB, "CONCAT(ELT(1 + n % 4, 'é', 'ü', 'a', 'ß'), n)"},
+		{"VARCHAR(8) COLLATE utf8mb4_bin", "MODIFY k VARCHAR(8) COLLATE utf8mb4_general_ci NOT NULL", []string{"'a'", "'B'", "'c '"}, true, "CONCAT('z', n)"},
+		{"VARCHAR(8) COLLATE utf8mb4_general_ci", "MODIFY k VARCHAR(8) COLLATE utf8mb4_bin NOT NULL", []string{"'a'", "'B'", "'c '"}, true, "CONCAT('z', n)"},
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%s_%d", strings.Fields(c.key)[0], i), func(t *testing.T) {
@@ -57,6 +60,9 @@ func TestKeyTypeChanges(t *testing.T) {
 			}
 			for _, name := range []string{table, twin} {
 				db.MustExec(t, "CREATE TABLE "+name+" (k "+c.key+" NOT NULL PRIMARY KEY, x INT)", "INSERT INTO "+name+" VALUES "+strings.Join(rows, ", "))
+				if c.fill != "" {
+					db.Fill(t, name, 3000, c.fill+", n")
+				}
 			}
 			writes := func(name string) []string {
 				return []string{"DELETE FROM " + name + " WHERE k = " + c.values[0], "UPDATE " + name + " SET x = 100 WHERE k = " + c.values[1]}
@@ -65,7 +71,7 @@ func TestKeyTypeChanges(t *testing.T) {
 			db.MustExec(t, "ALTER TABLE "+twin+" "+c.alter)
 			before := snapshot(t, db, table)
 			cfg := config(t, db, table, c.alter)
-			cfg.PostponeCutover = true
+			cfg.PostponeCutover, cfg.ChunkTime = true, time.Millisecond
 			cfg.OnPhase = func(phase string) {
 				if phase == "postponed" {
 					db.MustExec(t, append(writes(table), "DROP TABLE `_"+table+"_cutover`")...)
@@ -86,7 +92,11 @@ func TestKeyTypeChanges(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, want := db.Dump(t, table, "HEX(k), x", "k"), db.Dump(t, twin, "HEX(k), x", "k")
-			if err == nil && (len(want) != len(c.values)-1 || !slices.EqualFunc(got, want, slices.Equal)) {
+			n := len(c.values) - 1
+			if c.fill != "" {
+				n += 3000
+			}
+			if err == nil && (len(want) != n || !slices.EqualFunc(got, want, slices.Equal)) {
 				t.Errorf("%s: %v, the server's own ALTER gives %v", c.alter, got, want)
 			}
 		})
