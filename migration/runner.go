@@ -505,9 +505,13 @@ func (r *Runner) readBinlog(ctx context.Context, pos binlog.Position) error {
 		return err
 	}
 	r.log.Info("reading changes from the binlog", "position", pos.String())
+	if err := r.recordOriginal(ctx); err != nil { // intact.go
+		return err
+	}
 	if r.resume == nil {
 		// The first checkpoint: everything to copy, every change from pos.
 		r.ckpt.File, r.ckpt.Pos, r.ckpt.Todo = pos.File, pos.Pos, []todoSpan{{}}
+		r.ckpt.TableID, r.ckpt.OrigDef = r.tableID, r.origDef
 		if err := r.saveCheckpoint(ctx, r.ckpt); err != nil {
 			return err
 		}
@@ -583,6 +587,9 @@ func (r *Runner) drainLocked(ctx context.Context, conn *sql.Conn, maxWait time.D
 		if ctx.Err() == nil && wctx.Err() != nil {
 			return fmt.Errorf("%w: binlog not read up to %s within %s", mdl.ErrRetry, pos, maxWait)
 		}
+		return err
+	}
+	if err := r.originalIntact(ctx, conn); err != nil {
 		return err
 	}
 	return r.applyLocked(ctx, conn)

@@ -16,6 +16,10 @@ import (
 // reads, so that the cut-over can compare it under its lock with the id the
 // triggers were made on.
 
+// ErrIdentityNone is returned by Identity when InnoDB lists no single table
+// of the name (a partitioned table, one of another engine).
+var ErrIdentityNone = errors.New("capture: no single InnoDB id")
+
 // ErrIdentityName is returned by Identity for a name InnoDB stores encoded.
 var ErrIdentityName = errors.New("capture: the table's InnoDB id is found only for names of ASCII letters, digits and _")
 
@@ -50,7 +54,7 @@ func Identity(ctx context.Context, q dbconn.Querier, f dbconn.Flavor, database, 
 		return 0, fmt.Errorf("capture: read the InnoDB id of %s.%s: %w", database, table, err)
 	}
 	if len(ids) != 1 {
-		return 0, fmt.Errorf("capture: InnoDB lists %d tables named %s/%s (a partitioned table, or one of another engine, has no single id)", len(ids), database, table)
+		return 0, fmt.Errorf("%w: InnoDB lists %d tables named %s/%s (a partitioned table, or one of another engine, has no single id)", ErrIdentityNone, len(ids), database, table)
 	}
 	return ids[0], nil
 }

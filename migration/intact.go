@@ -1,0 +1,72 @@
+package migration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sluicedb/sluice/internal/capture"
+	"github.com/sluicedb/sluice/internal/dbconn"
+)
+
+// The original as the binlog capture reads it. A TRUNCATE, an ALTER or a
+// RENAME run in a session with sql_log_bin=0 writes nothing to the binlog:
+// the capture cannot see it, and the swap would undo it (the new table holds
+// the rows and the definition as they were). So the original's InnoDB id and
+// definition are read when the capture starts, and read again under the
+// cut-over's lock, where nothing can change them any more. (Row changes
+// made with sql_log_bin=0 are not seen either: the README says so.)
+
+// errOriginalUnlogged: the original changed without the binlog showing it.
+var errOriginalUnlogged = errors.New("the table changed in a way the binlog does not show")
+
+// recordOriginal notes the original's InnoDB id and definition for
+// originalIntact, once the binlog is read: a change after that is seen in
+// it, one before by recheckOriginal. A resumed run takes the earlier run's.
+func (r *Runner) recordOriginal(ctx context.Context) error {
+	if r.resume != nil && r.resume.OrigDef != "" {
+		r.tableID, r.origDef = r.resume.TableID, r.resume.OrigDef
+		return nil
+	}
+	var err error
+	if r.tableID, err = r.identityOf(ctx, r.db); err != nil {
+		return err
+	}
+	r.origDef, err = r.definitionOn(ctx, r.db)
+	return err
+}
+
+// identityOf is the original's InnoDB id, or 0 where it has no single one
+// (partitioned) or its name is stored encoded: then only its definition is
+// compared.
+func (r *Runner) identityOf(ctx context.Context, q dbconn.Querier) (uint64, error) {
+	id, err := capture.Identity(ctx, q, r.vars.Flavor, r.orig.Database, r.orig.Name)
+	if errors.Is(err, capture.ErrIdentityName) || errors.Is(err, capture.ErrIdentityNone) {
+		return 0, nil
+	}
+	return id, err
+}
+
+// originalIntact, on a connection that sees every change committed (writes
+// to the original are stopped by a lock), checks that the original is the
+// table the binlog capture started on, with the same definition.
+func (r *Runner) originalIntact(ctx context.Context, q dbconn.Querier) error {
+	if r.origDef == "" {
+		return nil
+	}
+	id, err := r.identityOf(ctx, q)
+	if err != nil {
+		return err
+	}
+	def, err := r.definitionOn(ctx, q)
+	if err != nil {
+		return err
+	}
+	switch {
+	case r.tableID != 0 && id != r.tableID:
+		return fmt.Errorf("%w: %s was truncated, made again or rebuilt during the migration in a session that did not write to the binlog (sql_log_bin=0), so its rows may differ from what sluice copied; run sluice again", errOriginalUnlogged, r.orig.Name)
+	case def != r.origDef:
+		return fmt.Errorf("%w: %s was altered during the migration in a session that did not write to the binlog (sql_log_bin=0), and the swap would undo that; run sluice again", errOriginalUnlogged, r.orig.Name)
+	}
+	return nil
+}

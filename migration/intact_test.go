@@ -1,0 +1,66 @@
+package migration_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/sluicedb/sluice/internal/testdb"
+)
+
+// TestUnloggedChangeStopsTheSwap: a TRUNCATE or an ALTER of the original run
+// with sql_log_bin=0 while the cut-over waits is not in the binlog. The swap
+// undid it with exit 0 (the truncated rows came back, the added column went);
+// the cut-over now compares the original's InnoDB id and definition with
+// those read when the capture started, stops, and leaves the original as the
+// session left it.
+func TestUnloggedChangeStopsTheSwap(t *testing.T) {
+	for _, c := range []struct {
+		name, stmt, says string
+		rows             int // the original's rows afterwards
+	}{
+		{"truncate", "TRUNCATE TABLE t", "truncated", 0},
+		{"alter", "ALTER TABLE t ADD COLUMN q INT DEFAULT 5", "altered", 50},
+		{"rebuild-by-rename", "CREATE TABLE t2 LIKE t; INSERT INTO t2 SELECT * FROM t WHERE id > 10; RENAME TABLE t TO gone, t2 TO t", "truncated", 40},
+		{"drop-index", "ALTER TABLE t DROP INDEX v", "altered", 50},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := testdb.New(t)
+			db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT, KEY v (v))")
+			db.Fill(t, "t", 50, "n, n")
+			cfg := config(t, db, "t", "MODIFY v BIGINT")
+			cfg.PostponeCutover = true
+			cfg.OnPhase = func(phase string) {
+				if phase != "postponed" {
+					return
+				}
+				conn, err := db.Conn(context.Background())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer conn.Close()
+				stmts := append([]string{"SET SESSION sql_log_bin = 0"}, strings.Split(c.stmt, "; ")...)
+				for _, q := range append(stmts, "SET SESSION sql_log_bin = 1", "DROP TABLE `_t_cutover`") {
+					if _, err := conn.ExecContext(context.Background(), q); err != nil {
+						t.Errorf("%s: %v", q, err)
+					}
+				}
+			}
+			res, err := mustRunner(t, cfg).Run(context.Background())
+			if err == nil || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), "sql_log_bin") {
+				t.Fatalf("migrate: %v (swapped %v), want the unlogged change named", err, res.Swapped)
+			}
+			if res.Swapped {
+				t.Error("the tables were swapped")
+			}
+			if got := len(db.Dump(t, "t", "id", "id")); got != c.rows {
+				t.Errorf("the original holds %d rows, want %d", got, c.rows)
+			}
+			var typ string
+			if err := db.QueryRow("SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 't' AND COLUMN_NAME = 'v'", db.Name).Scan(&typ); err != nil || typ != "int" {
+				t.Errorf("the original's v is %q (%v), want int", typ, err)
+			}
+		})
+	}
+}
