@@ -32,6 +32,11 @@ func main() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
+	// A terminal's Ctrl-Z would suspend sluice wherever it is, holding the
+	// cut-over's locks (the application's writes wait for as long as it
+	// stays suspended), the binlog connection and the run lock: it is
+	// ignored, and sluice ctl pause pauses a run.
+	signal.Ignore(syscall.SIGTSTP)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	root := newRoot()

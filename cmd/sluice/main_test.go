@@ -340,6 +340,52 @@ func TestCutoverCommand(t *testing.T) {
 	}
 }
 
+// TestCtrlZIgnored: SIGTSTP (a terminal's Ctrl-Z) does not suspend a
+// migration, which may hold the cut-over's locks when it comes; the run goes
+// on and cuts over.
+func TestCtrlZIgnored(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE p (id INT PRIMARY KEY, v INT)")
+	db.Fill(t, "p", 1000, "n, n")
+	args := append(target(db, "p"), "--alter", "ADD COLUMN x INT", "--method", "copy", "--postpone-cutover")
+	args = slices.DeleteFunc(args, func(s string) bool { return s == "--quiet" })
+	cmd := exec.Command(binary, args...)
+	// A group of its own, whose parent is in another: the kernel drops a
+	// stop signal sent to an orphaned group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var errBuf testdb.SyncBuffer
+	cmd.Stderr = &errBuf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(errBuf.String(), "phase=postponed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the migration never reached the postponed cut-over:\n%s", errBuf.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTSTP)
+	time.Sleep(300 * time.Millisecond)
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pid (comm) state ...: the state after the command's closing parenthesis.
+	if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(f) == 0 || f[0] == "T" {
+		syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
+		t.Fatalf("sluice was suspended by SIGTSTP (state %q)", f)
+	}
+	db.MustExec(t, "DROP TABLE `_p_cutover`")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, errBuf.String())
+	}
+	if got := db.Tables(t); !slices.Equal(got, []string{"_p_old", "p"}) {
+		t.Errorf("tables after the cut-over: %v", got)
+	}
+}
+
 // TestJSONLogsAndMetricsAddress: --log-format json writes every log line as
 // one JSON object, among them the metrics endpoint's address on the
 // loopback interface.

@@ -173,7 +173,7 @@ func (s *Streamer) checkQuery(schema, query string, mode tidbmysql.SQLMode) erro
 func (s *Streamer) checkWriters(q, lower string, mode tidbmysql.SQLMode) error {
 	named := ""
 	for _, w := range s.cfg.Writers {
-		if mentions(lower, w) {
+		if mentionsWord(lower, w) {
 			named = w
 			break
 		}
@@ -253,6 +253,48 @@ func ascii(name string) bool {
 // mentions reports whether lower, a lower-cased statement, may name the
 // identifier name: as is, or quoted with its backquotes or double quotes
 // doubled. It is a cheap filter that errs towards true.
+// mentionsWord is mentions of name as a whole word: not inside a longer
+// identifier ('v' is not in VALUES, 'o' not in o1). Digits count as a
+// boundary after a versioned comment's /*!50700, which the server reads as
+// the comment's version.
+func mentionsWord(lower, name string) bool {
+	n := strings.ToLower(name)
+	for _, spelt := range []string{n, strings.ReplaceAll(n, "`", "``"), strings.ReplaceAll(n, `"`, `""`)} {
+		for from := 0; ; {
+			i := strings.Index(lower[from:], spelt)
+			if i < 0 {
+				break
+			}
+			i += from
+			if end := i + len(spelt); !identByte(lower, end) && (i == 0 || !identByte(lower, i-1) || afterVersion(lower, i)) {
+				return true
+			}
+			from = i + 1
+		}
+	}
+	return false
+}
+
+// identByte reports whether s[i] can be part of an unquoted identifier
+// (ASCII letters, digits, _ and $, or any byte of a character beyond ASCII).
+func identByte(s string, i int) bool {
+	if i < 0 || i >= len(s) {
+		return false
+	}
+	c := s[i]
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '$' || c >= 0x80
+}
+
+// afterVersion reports whether s[:i] ends with a versioned comment's opening
+// and version: /*!50700 or /*M!100500.
+func afterVersion(s string, i int) bool {
+	j := i
+	for j > 0 && s[j-1] >= '0' && s[j-1] <= '9' {
+		j--
+	}
+	return j < i && j > 0 && s[j-1] == '!'
+}
+
 func mentions(lower, name string) bool {
 	n := strings.ToLower(name)
 	return strings.Contains(lower, n) ||
