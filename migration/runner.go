@@ -598,13 +598,24 @@ func (r *Runner) drainLocked(ctx context.Context, conn *sql.Conn, maxWait time.D
 // applyLocked applies every pending key on conn, which holds locks that stop
 // all writes to the original.
 func (r *Runner) applyLocked(ctx context.Context, conn *sql.Conn) error {
-	if err := r.applier.ApplyLocked(ctx, conn); err != nil {
-		if errors.Is(err, apply.ErrDuplicate) {
-			return fmt.Errorf("%w: %w", errCollision, err)
-		}
+	// The only row locks left to wait for are prepared XA transactions'
+	// (ApplyLocked): the table locks are not held waiting for one.
+	if _, err := conn.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
 		return err
 	}
-	return nil
+	err := r.applier.ApplyLocked(ctx, conn)
+	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION innodb_lock_wait_timeout = "+dbconn.SessionSettings["innodb_lock_wait_timeout"]); rerr != nil && err == nil {
+		err = rerr
+	}
+	switch n := dbconn.ErrorNumber(err); {
+	case err == nil:
+		return nil
+	case errors.Is(err, apply.ErrDuplicate):
+		return fmt.Errorf("%w: %w", errCollision, err)
+	case n == dbconn.ErrLockWaitTimeout || n == dbconn.ErrLockDeadlock:
+		return fmt.Errorf("%w: a changed row of %s is locked by a transaction that has not ended (a prepared XA transaction: XA RECOVER lists it), so the table locks are released and taken again later: %v", mdl.ErrRetry, r.orig.Name, err)
+	}
+	return err
 }
 
 // errCollision is a unique-key collision found with the shadow equal to the

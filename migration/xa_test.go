@@ -4,7 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,5 +130,66 @@ func TestXARolledBackAfterPrepare(t *testing.T) {
 	}
 	if s, want := strings.Join(got, " "), "5=5 6=-2 100001=2"; s != want {
 		t.Errorf("rows %s, want %s", s, want)
+	}
+}
+
+// TestXAPreparedDuringCutover: an XA transaction prepared while the cut-over
+// waits holds a row lock on a changed row. The cut-over's apply waited for
+// it under the table locks (10 s a try, 20 tries), holding every write of
+// the application the while; now a try waits a second at most, releases the
+// locks and tries again later, and the run ends once the transaction does,
+// with its change.
+func TestXAPreparedDuringCutover(t *testing.T) {
+	db := tableT(t, 2000)
+	cfg := config(t, db, "t", "ADD COLUMN x INT")
+	cfg.PostponeCutover = true
+	var xid string
+	var worst atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	cfg.OnPhase = func(phase string) {
+		if phase != "postponed" {
+			return
+		}
+		xid = xa(t, db, "cutover", "UPDATE t SET v = -5 WHERE id = 7")
+		wg.Add(1)
+		go func() { // the application, on another row
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+				start := time.Now()
+				if _, err := db.Exec("UPDATE t SET v = v + 1 WHERE id = 1000"); err != nil {
+					t.Error(err)
+					return
+				}
+				if d := int64(time.Since(start)); d > worst.Load() {
+					worst.Store(d)
+				}
+			}
+		}()
+		db.MustExec(t, "DROP TABLE `_t_cutover`")
+		time.AfterFunc(8*time.Second, func() { db.Exec("XA COMMIT " + xid) })
+	}
+	res := migrate(t, cfg)
+	close(stop)
+	wg.Wait()
+	t.Logf("the longest application write took %s", time.Duration(worst.Load()))
+	if w := time.Duration(worst.Load()); w > 3*time.Second {
+		t.Errorf("an application write waited %s for the cut-over's locks", w)
+	}
+	var v int
+	if err := db.QueryRow("SELECT v FROM t WHERE id = 7").Scan(&v); err != nil || v != -5 {
+		t.Errorf("row 7 has v=%d (%v), want the XA transaction's -5", v, err)
+	}
+	// Row 1000 took the application's writes after the swap too.
+	but1000 := func(rows [][]string) [][]string {
+		return slices.DeleteFunc(rows, func(r []string) bool { return r[0] == "'1000'" })
+	}
+	if got, want := but1000(db.Dump(t, "t", "id, v", "id")), but1000(db.Dump(t, res.OldTable, "id, v", "id")); len(got) != 1999 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the new table differs from the original's final state (%d rows, %d)", len(got), len(want))
 	}
 }

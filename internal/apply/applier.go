@@ -217,7 +217,7 @@ func (a *Applier) resolve(ctx context.Context) error {
 		a.sched.Requeue(keys)
 		return fmt.Errorf("apply: %w", err)
 	}
-	err = a.applyWithRetry(ctx, txRunner{conn}, keys, a.share)
+	err = a.applyWithRetry(ctx, txRunner{conn}, keys, a.share, retries)
 	conn.Close()
 	if err != nil {
 		a.sched.Requeue(keys)
@@ -233,17 +233,21 @@ func (a *Applier) resolve(ctx context.Context) error {
 
 // ApplyLocked applies every ready key on conn, which holds LOCK TABLES on both
 // tables. No transaction is opened: START TRANSACTION would release the table
-// locks. Nobody else can read the shadow meanwhile.
+// locks. Nobody else can read the shadow meanwhile. It makes one attempt: a
+// row lock it waits for can only be a prepared XA transaction's (every other
+// writer of the original ended before the table lock was granted), which
+// may stay for hours, so a lock wait is the caller's to handle (it releases
+// the table locks and tries again later), not retried under them.
 func (a *Applier) ApplyLocked(ctx context.Context, conn *sql.Conn) error {
-	return a.applyAll(ctx, directRunner{conn})
+	return a.applyAll(ctx, directRunner{conn}, 1)
 }
 
-func (a *Applier) applyAll(ctx context.Context, db runner) error {
+func (a *Applier) applyAll(ctx context.Context, db runner, attempts int) error {
 	keys := a.sched.TakeAll()
 	if len(keys) == 0 {
 		return nil
 	}
-	err := a.applyWithRetry(ctx, db, keys, a.share)
+	err := a.applyWithRetry(ctx, db, keys, a.share, attempts)
 	if err != nil {
 		a.sched.Requeue(keys)
 		return err
@@ -303,7 +307,7 @@ func (a *Applier) locked(err error) bool {
 // meets a locked row is split in halves; it returns the keys whose rows were
 // locked, which the caller requeues.
 func (a *Applier) applyNowait(ctx context.Context, keys []rowkey.Key) ([]rowkey.Key, error) {
-	err := a.applyWithRetry(ctx, txRunner{a.cfg.DB}, keys, a.shareNowait)
+	err := a.applyWithRetry(ctx, txRunner{a.cfg.DB}, keys, a.shareNowait, retries)
 	if !a.locked(err) {
 		return nil, err
 	}
@@ -436,9 +440,13 @@ func without(all, drop []rowkey.Key) []rowkey.Key {
 	return out
 }
 
-func (a *Applier) applyWithRetry(ctx context.Context, db runner, keys []rowkey.Key, lock string) error {
+// retries is how many times a batch is tried when a deadlock or a lock wait
+// ends it.
+const retries = 20
+
+func (a *Applier) applyWithRetry(ctx context.Context, db runner, keys []rowkey.Key, lock string, attempts int) error {
 	var err error
-	for attempt := 0; attempt < 20; attempt++ {
+	for attempt := 0; attempt < attempts; attempt++ {
 		err = a.applyOnce(ctx, db, keys, lock)
 		if err == nil || !dbconn.Retryable(err) || (lock == a.shareNowait && a.locked(err)) {
 			break

@@ -67,7 +67,7 @@ func TestEquivalentKeysInSeveralStatements(t *testing.T) {
 			t.Fatal(err)
 		}
 		sched.Add(marks...)
-		if err := a.applyAll(ctx, txRunner{db.DB}); err != nil {
+		if err := a.applyAll(ctx, txRunner{db.DB}, retries); err != nil {
 			t.Fatalf("round %d (%s, %d marks, statements of %d keys): %v", round, coll, len(marks), batch, err)
 		}
 		want, got := rowsOf(t, db, "src"), rowsOf(t, db, "dst")
