@@ -6,6 +6,7 @@ package migration_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/sluicedb/sluice/internal/testdb"
@@ -72,6 +73,38 @@ func TestHostileViewWriteAfterChecksumLost(t *testing.T) {
 			}
 			if v != -1 {
 				t.Errorf("row 7 has v = %d, want the application's -1", v)
+			}
+		})
+	}
+}
+
+// TestHostileWriterMadeAfterTheStart: the same writers made after the run
+// started (after the checksum): the run knew only the writers of its start,
+// and the statement-format write through a new one was lost with exit 0.
+// Their CREATE, in the binlog, is read: the write now stops the run.
+func TestHostileWriterMadeAfterTheStart(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		made  []string
+		write string
+	}{
+		{"view", []string{"CREATE VIEW vw AS SELECT id, v FROM t"}, "UPDATE vw SET v = -1 WHERE id = 7"},
+		{"trigger", []string{"CREATE TABLE audit (id INT PRIMARY KEY)", "CREATE TRIGGER audit_ai AFTER INSERT ON audit FOR EACH ROW UPDATE t SET v = -1 WHERE id = NEW.id"}, "INSERT INTO audit VALUES (7)"},
+		{"procedure", []string{"CREATE PROCEDURE touch() UPDATE t SET v = -1 WHERE id = 7"}, "CALL touch()"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := tableT(t, 100)
+			setup := append(tc.made, db.Dialect("SET SESSION transaction_isolation = 'REPEATABLE-READ'"), "SET SESSION binlog_format = 'STATEMENT'")
+			err := hrMigrate(t, db, config(t, db, "t", "ADD COLUMN x INT"), setup, tc.write)
+			var v int
+			if qerr := db.QueryRow("SELECT v FROM t WHERE id = 7").Scan(&v); qerr != nil {
+				t.Fatal(qerr)
+			}
+			if err == nil && v != -1 {
+				t.Errorf("after the swap row 7 has v = %d; the application set it to -1 (%s) after the checksum: the update is lost, and the run succeeded", v, tc.write)
+			}
+			if err != nil && !strings.Contains(err.Error(), "changed under the migration") {
+				t.Errorf("the run stopped, but not on the write: %v", err)
 			}
 		})
 	}

@@ -119,6 +119,7 @@ func (s *Streamer) checkQuery(schema, query string, mode tidbmysql.SQLMode) erro
 	}
 	q = unwrapExecutable(q)
 	lower := strings.ToLower(q)
+	s.learnWriter(lower) // newwriters.go
 	if err := s.checkWriters(q, lower, mode); err != nil {
 		return err
 	}

@@ -62,3 +62,35 @@ func TestCheckWritersStops(t *testing.T) {
 		}
 	}
 }
+
+// TestWritersMadeDuringTheRun: a view, a trigger or a routine made during
+// the migration that writes the table is learnt from its CREATE: a
+// statement-format write through it then stops the run (it went unseen,
+// the write lost). One that does not write the table is let be.
+func TestWritersMadeDuringTheRun(t *testing.T) {
+	for _, tc := range []struct {
+		made, write string
+		stops       bool
+	}{
+		{"CREATE ALGORITHM=UNDEFINED DEFINER=`root`@`localhost` SQL SECURITY DEFINER VIEW `v2` AS select `id` AS `id` from `shop`.`orders`", "UPDATE v2 SET a = 1", true},
+		{"CREATE VIEW shop.`we``ird` AS SELECT * FROM orders", "UPDATE `we``ird` SET a = 1", true},
+		{"CREATE DEFINER=`root`@`localhost` TRIGGER u_ai AFTER INSERT ON `u` FOR EACH ROW UPDATE orders SET a = -999 WHERE id = NEW.x", "INSERT INTO u VALUES (10)", true},
+		{"CREATE TRIGGER u_ai AFTER INSERT ON other.u FOR EACH ROW UPDATE shop.orders SET a = 1", "INSERT INTO other.u VALUES (10)", true},
+		{"CREATE DEFINER=`root`@`localhost` PROCEDURE `p`() UPDATE orders SET a = 1", "CALL p()", true},
+		{"CREATE FUNCTION f() RETURNS INT MODIFIES SQL DATA BEGIN UPDATE orders SET a = 1; RETURN 1; END", "SELECT f()", true},
+		// Through a writer known at the start (audit's trigger writes orders).
+		{"CREATE VIEW va AS SELECT * FROM audit", "DELETE FROM va", true},
+		// Not the table's.
+		{"CREATE VIEW v3 AS SELECT * FROM other", "UPDATE v3 SET a = 1", false},
+		{"CREATE TRIGGER x_ai AFTER INSERT ON x FOR EACH ROW UPDATE orders_log SET a = 1", "INSERT INTO x VALUES (1)", false},
+	} {
+		s := &Streamer{cfg: Config{Database: "shop", Table: "orders", Writers: []string{"audit"}}}
+		if err := s.checkQuery("shop", tc.made, 0); err != nil {
+			t.Errorf("%q stops the run: %v", tc.made, err)
+		}
+		err := s.checkQuery("shop", tc.write, 0)
+		if stopped := errors.Is(err, ErrTableChanged); stopped != tc.stops {
+			t.Errorf("after %q, %q: %v, want a stop: %v", tc.made, tc.write, err, tc.stops)
+		}
+	}
+}

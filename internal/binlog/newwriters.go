@@ -1,0 +1,53 @@
+package binlog
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Writers made during the migration. Config.Writers lists the views, the
+// tables with triggers and the routines that may write the table when the
+// run starts; one made later is learnt from its CREATE (or ALTER) in the
+// binlog, when its text names the table or a writer already known: a
+// statement-format write through it (which writes no row events for the
+// table) then stops the run like one through the others.
+
+// ident is a name as a statement spells it, lower-cased: quoted, or plain.
+const ident = "(?:`(?:[^`]|``)+`|[0-9a-z_$\u0080-\U0010ffff]+)"
+
+// madeWriter matches a CREATE or ALTER of a view or a routine (its name in
+// group 1) or of a trigger (its table in group 2); a database before the
+// name is left out.
+var madeWriter = regexp.MustCompile(`(?s)^\s*(?:create|alter)\b.*?\b(?:view|function|procedure)\s+(?:if\s+not\s+exists\s+)?(?:` + ident + `\s*\.\s*)?(` + ident + `)` +
+	`|(?s)^\s*create\b.*?\btrigger\b.*?\bon\s+(?:` + ident + `\s*\.\s*)?(` + ident + `)`)
+
+// learnWriter adds to Config.Writers the view, routine or trigger's table
+// that lower (a statement, lower-cased) makes, if it names the table or a
+// known writer.
+func (s *Streamer) learnWriter(lower string) {
+	m := madeWriter.FindStringSubmatch(lower)
+	if m == nil {
+		return
+	}
+	name := m[1] + m[2]
+	if strings.HasPrefix(name, "`") {
+		name = strings.ReplaceAll(name[1:len(name)-1], "``", "`")
+	}
+	body := lower[len(m[0]):]
+	writes := mentionsWord(body, s.cfg.Table)
+	for _, w := range s.cfg.Writers {
+		writes = writes || mentionsWord(body, w)
+	}
+	if !writes {
+		return
+	}
+	for _, w := range s.cfg.Writers {
+		if strings.EqualFold(w, name) {
+			return
+		}
+	}
+	s.cfg.Writers = append(s.cfg.Writers, name)
+	if s.log != nil {
+		s.log.Info("a view, trigger or routine made during the migration may write the table: a statement-format write through it stops the run", "name", name)
+	}
+}
