@@ -565,8 +565,8 @@ func (r *Runner) rowVersion(ctx context.Context, q dbconn.Querier) (string, erro
 		query, args = "SELECT CAST(TOTAL_ROW_VERSIONS AS CHAR) FROM information_schema.INNODB_TABLES WHERE NAME = ?", []any{r.orig.Database + "/" + r.orig.Name}
 	}
 	rows, err := q.QueryContext(ctx, query, args...)
-	if dbconn.ErrorNumber(err) == errBadField {
-		return "", nil
+	if n := dbconn.ErrorNumber(err); n == errBadField || n == errSpecificAccessDenied {
+		return "", nil // (MySQL's INNODB_TABLES needs PROCESS; trigger capture, which needs it, has failed before)
 	}
 	if err != nil {
 		return "", fmt.Errorf("read the row version of %s: %w", r.orig.Name, err)
@@ -578,7 +578,9 @@ func (r *Runner) rowVersion(ctx context.Context, q dbconn.Querier) (string, erro
 			return "", err
 		}
 	}
-	if err := rows.Err(); err != nil {
+	if err := rows.Err(); dbconn.ErrorNumber(err) == errSpecificAccessDenied {
+		return "", nil
+	} else if err != nil {
 		return "", fmt.Errorf("read the row version of %s: %w", r.orig.Name, err)
 	}
 	return "\nversion " + v.String, nil

@@ -54,3 +54,44 @@ func TestNotABaseTable(t *testing.T) {
 		t.Errorf("tables left: %v", got)
 	}
 }
+
+// TestTextIntoBitRefused: the server's own ALTER reads a string as a number
+// when it converts it into a BIT ('1' is 1); a copy stored its bytes ('1'
+// became 49) with exit 0, and the checksum, which compares such a column
+// only as NULL or not, agreed. Refused before anything is made.
+func TestTextIntoBitRefused(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, c VARCHAR(10), d TIME)", "INSERT INTO t VALUES (1, '1', '00:00:01'), (2, '0', '00:00:00'), (3, '5', '00:00:05')",
+		"CREATE TABLE n LIKE t", "INSERT INTO n SELECT * FROM t", "ALTER TABLE n MODIFY c BIT(8), ALGORITHM=COPY")
+	if got := column(t, db, "SELECT CONCAT(id, ':', c + 0) FROM n"); strings.Join(got, ",") != "1:1,2:0,3:5" {
+		t.Fatalf("the server's own ALTER gives %v", got)
+	}
+	for _, alter := range []string{"MODIFY c BIT(8)", "MODIFY d BIT(64)"} {
+		before := snapshot(t, db, "t")
+		_, err := mustRunner(t, config(t, db, "t", alter)).Run(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "stores its bytes") {
+			t.Errorf("%s: %v, want a refusal", alter, err)
+		}
+		if snapshot(t, db, "t") != before {
+			t.Errorf("%s: the refused run changed the table", alter)
+		}
+	}
+}
+
+// TestCompositeKeyCollationChangeRefused: a list of (a, b) tuples compares b
+// in its column's collation whatever COLLATE its values carry, so rows of
+// the new table could not be found by the original's keys: a change of case
+// after the checksum stopped the run on a false collision, or kept its
+// cut-over retrying. Refused before anything is made; a single-column key
+// changes collation as before (TestKeyTypeChanges).
+func TestCompositeKeyCollationChangeRefused(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (a INT, b VARCHAR(20) COLLATE utf8mb4_general_ci, v INT, PRIMARY KEY (a, b))")
+	db.Fill(t, "t", 100, "n, 'k', n")
+	before := snapshot(t, db, "t")
+	_, err := mustRunner(t, config(t, db, "t", "MODIFY b VARCHAR(20) COLLATE utf8mb4_bin NOT NULL")).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "composite primary key") {
+		t.Errorf("migrate: %v, want a refusal", err)
+	}
+	untouched(t, db, "t", before)
+}

@@ -51,3 +51,19 @@ func (s *Streamer) learnWriter(lower string) {
 		s.log.Info("a view, trigger or routine made during the migration may write the table: a statement-format write through it stops the run", "name", name)
 	}
 }
+
+// rebuild matches an OPTIMIZE or REPAIR statement (written to the binlog).
+var rebuild = regexp.MustCompile(`(?s)^\s*(?:optimize|repair)\s+(?:no_write_to_binlog\s+|local\s+)?tables?\b`)
+
+// countRebuild counts lower (a statement, lower-cased) if it rebuilds the
+// table, as far as its text says.
+func (s *Streamer) countRebuild(lower string) {
+	if rebuild.MatchString(lower) && mentionsWord(lower, s.cfg.Table) {
+		s.rebuilds.Add(1)
+	}
+}
+
+// Rebuilds returns how many OPTIMIZE or REPAIR statements naming the table
+// the streamer has read: each gives the table another InnoDB id, which the
+// cut-over then does not take for an unlogged TRUNCATE.
+func (s *Streamer) Rebuilds() int64 { return s.rebuilds.Load() }

@@ -97,9 +97,12 @@ const DefaultReconnectFor = 5 * time.Minute
 // Position with a new connection, for up to Config.ReconnectFor; any other
 // error stops the streamer.
 type Streamer struct {
-	cfg  Config
-	scfg replication.BinlogSyncerConfig // for each connection
-	log  *slog.Logger
+	// rebuilds counts the OPTIMIZE and REPAIR statements of the table read
+	// (newwriters.go): a rebuild gives the table another InnoDB id.
+	rebuilds atomic.Int64
+	cfg      Config
+	scfg     replication.BinlogSyncerConfig // for each connection
+	log      *slog.Logger
 
 	// Only the reader goroutine uses these.
 	link *link // the current connection; nil while reconnecting

@@ -43,7 +43,8 @@ func numericMember(columnType string) bool {
 // 0.10000000149011612); a FLOAT or DOUBLE into a BIT or YEAR (rounded by the
 // ALTER, cut by the copy); a YEAR into a string (0000 against 0); a date into
 // a YEAR; JSON into anything but JSON or a string (rounded by the ALTER, cut
-// by the copy). It is pure.
+// by the copy); a string, JSON or a time into a BIT (the ALTER reads a
+// number, the copy stores the bytes). It is pure.
 func ConversionRefusal(from, to schema.Column) string {
 	f, t := from.DataType, to.DataType
 	why := ""
@@ -63,6 +64,8 @@ func ConversionRefusal(from, to schema.Column) string {
 		why = "the server's own ALTER writes a YEAR with four digits (0000), a copy as a number (0)"
 	case schema.TemporalTypes[f] && t == "year":
 		why = "the server's own ALTER refuses a date as a YEAR, a copy keeps its year"
+	case (stringType(f) || f == "json" || schema.TemporalTypes[f]) && t == "bit":
+		why = "the server's own ALTER reads the value as a number ('1' is 1), a copy stores its bytes ('1' is 49)"
 	case f == "json" && t != "json" && !stringType(t):
 		why = "the server's own ALTER rounds a JSON number, a copy cuts it"
 	}
