@@ -292,20 +292,7 @@ func TestControlAbort(t *testing.T) {
 	args := append(target(db, "big"), "--alter", "ADD COLUMN x INT", "--method", "copy", "--chunk-time", "1ms", "--threads", "1",
 		"--control-socket", socket, "--replica-discovery=false")
 	args = slices.DeleteFunc(args, func(s string) bool { return s == "--quiet" })
-	cmd := exec.Command(binary, args...)
-	var errBuf testdb.SyncBuffer
-	cmd.Stderr = &errBuf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(errBuf.String(), "phase=copy") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the copy never started:\n%s", errBuf.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	cmd, _, errBuf := startMigrate(t, args, "copy", false)
 	if !strings.Contains(errBuf.String(), "replaced=") {
 		t.Errorf("the log does not say the stale socket was replaced:\n%s", errBuf.String())
 	}

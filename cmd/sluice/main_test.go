@@ -191,6 +191,32 @@ func TestInterruptMidCopy(t *testing.T) {
 	stoppedUntouched(t, db, cmd.Wait(), errBuf.String(), "big", before, "interrupted during copy", "untouched")
 }
 
+// startMigrate starts sluice with args (without --quiet: the phases are
+// logged), in a process group of its own when ownGroup (the kernel drops a
+// stop signal sent to an orphaned group), killed at the test's end, and
+// waits until it logs phase. It returns the process and its output.
+func startMigrate(t *testing.T, args []string, phase string, ownGroup bool) (cmd *exec.Cmd, stdout, stderr *testdb.SyncBuffer) {
+	t.Helper()
+	cmd = exec.Command(binary, slices.DeleteFunc(slices.Clone(args), func(s string) bool { return s == "--quiet" })...)
+	if ownGroup {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
+	stdout, stderr = &testdb.SyncBuffer{}, &testdb.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(stderr.String(), "phase="+phase) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the migration never reached phase %s:\n%s", phase, stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return cmd, stdout, stderr
+}
+
 // stoppedUntouched checks a migrate that was stopped: exit code 1, a last
 // line that says each of why, the original table as dumped before, and
 // nothing left beside it.
@@ -298,21 +324,7 @@ func TestCutoverCommand(t *testing.T) {
 	db.MustExec(t, "CREATE TABLE p (id INT PRIMARY KEY, v INT)")
 	db.Fill(t, "p", 1000, "n, n")
 	args := append(target(db, "p"), "--alter", "ADD COLUMN x INT", "--method", "copy", "--postpone-cutover")
-	args = slices.DeleteFunc(args, func(s string) bool { return s == "--quiet" })
-	cmd := exec.Command(binary, args...)
-	var outBuf, errBuf testdb.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &outBuf, &errBuf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(errBuf.String(), "phase=postponed") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the migration never reached the postponed cut-over:\n%s", errBuf.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	cmd, outBuf, errBuf := startMigrate(t, args, "postponed", false)
 	if !strings.Contains(errBuf.String(), "sluice cutover --database "+db.Name+" --table p") {
 		t.Errorf("the log does not say how to trigger the cut-over:\n%s", errBuf.String())
 	}
@@ -348,24 +360,7 @@ func TestCtrlZIgnored(t *testing.T) {
 	db.MustExec(t, "CREATE TABLE p (id INT PRIMARY KEY, v INT)")
 	db.Fill(t, "p", 1000, "n, n")
 	args := append(target(db, "p"), "--alter", "ADD COLUMN x INT", "--method", "copy", "--postpone-cutover")
-	args = slices.DeleteFunc(args, func(s string) bool { return s == "--quiet" })
-	cmd := exec.Command(binary, args...)
-	// A group of its own, whose parent is in another: the kernel drops a
-	// stop signal sent to an orphaned group.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var errBuf testdb.SyncBuffer
-	cmd.Stderr = &errBuf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(errBuf.String(), "phase=postponed") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the migration never reached the postponed cut-over:\n%s", errBuf.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	cmd, _, errBuf := startMigrate(t, args, "postponed", true)
 	cmd.Process.Signal(syscall.SIGTSTP)
 	time.Sleep(300 * time.Millisecond)
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
