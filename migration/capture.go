@@ -524,6 +524,12 @@ var errOriginalChanged = errors.New("the table changed in a way its triggers do 
 // definitionOn hashes the original's definition as SHOW CREATE TABLE gives
 // it on q (a connection holding a lock on it may be the only one that can).
 func (r *Runner) definitionOn(ctx context.Context, q dbconn.Querier) (string, error) {
+	return r.definitionWith(ctx, q, true)
+}
+
+// definitionWith is definitionOn, with the row version (rowVersion) or
+// without it.
+func (r *Runner) definitionWith(ctx context.Context, q dbconn.Querier, withVersion bool) (string, error) {
 	rows, err := q.QueryContext(ctx, "SHOW CREATE TABLE "+r.orig.Quoted())
 	if err != nil {
 		return "", err
@@ -545,6 +551,9 @@ func (r *Runner) definitionOn(ctx context.Context, q dbconn.Querier) (string, er
 	if err := rows.Close(); err != nil {
 		return "", err
 	}
+	if !withVersion {
+		return hashDefinition(ddl, false), nil
+	}
 	version, err := r.rowVersion(ctx, q)
 	if err != nil {
 		return "", err
@@ -565,8 +574,8 @@ func (r *Runner) rowVersion(ctx context.Context, q dbconn.Querier) (string, erro
 		query, args = "SELECT CAST(TOTAL_ROW_VERSIONS AS CHAR) FROM information_schema.INNODB_TABLES WHERE NAME = ?", []any{r.orig.Database + "/" + r.orig.Name}
 	}
 	rows, err := q.QueryContext(ctx, query, args...)
-	if n := dbconn.ErrorNumber(err); n == errBadField || n == errSpecificAccessDenied {
-		return "", nil // (MySQL's INNODB_TABLES needs PROCESS; trigger capture, which needs it, has failed before)
+	if dbconn.ErrorNumber(err) == errBadField {
+		return "", nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("read the row version of %s: %w", r.orig.Name, err)
@@ -578,9 +587,7 @@ func (r *Runner) rowVersion(ctx context.Context, q dbconn.Querier) (string, erro
 			return "", err
 		}
 	}
-	if err := rows.Err(); dbconn.ErrorNumber(err) == errSpecificAccessDenied {
-		return "", nil
-	} else if err != nil {
+	if err := rows.Err(); err != nil {
 		return "", fmt.Errorf("read the row version of %s: %w", r.orig.Name, err)
 	}
 	return "\nversion " + v.String, nil

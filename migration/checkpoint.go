@@ -73,11 +73,14 @@ type checkpoint struct {
 	// when the triggers were made; a checkpoint without them (the run died
 	// making its triggers) does not resume. CaptureStamp sums up the
 	// triggers and the queue as made (stampOf).
-	Capture      string    `json:"capture,omitempty"`
-	TableID      uint64    `json:"table_id,omitempty"`
-	OrigDef      string    `json:"orig_def,omitempty"`
-	CaptureStamp string    `json:"capture_stamp,omitempty"`
-	At           time.Time `json:"at"`
+	Capture      string `json:"capture,omitempty"`
+	TableID      uint64 `json:"table_id,omitempty"`
+	OrigDef      string `json:"orig_def,omitempty"`
+	CaptureStamp string `json:"capture_stamp,omitempty"`
+	// Rebuilt: a logged OPTIMIZE or REPAIR gave the original another InnoDB
+	// id since the binlog capture started (intact.go).
+	Rebuilt bool      `json:"rebuilt,omitempty"`
+	At      time.Time `json:"at"`
 	// Run is the RunID of the run that wrote it: a statement of that run
 	// may still run on the server after sluice died (resume.go ends them).
 	Run string `json:"run"`
@@ -151,6 +154,7 @@ func (r *Runner) createCheckpointTable(ctx context.Context) error {
 // saveCheckpoint writes cp.
 func (r *Runner) saveCheckpoint(ctx context.Context, cp *checkpoint) error {
 	cp.At, cp.Run = time.Now().UTC(), r.cfg.Conn.RunID
+	cp.Rebuilt = cp.Rebuilt || r.rebuilt()
 	body, err := json.Marshal(cp)
 	if err != nil {
 		return err

@@ -12,10 +12,16 @@ import (
 // The original as the binlog capture reads it. A TRUNCATE, an ALTER or a
 // RENAME run in a session with sql_log_bin=0 writes nothing to the binlog:
 // the capture cannot see it, and the swap would undo it (the new table holds
-// the rows and the definition as they were). So the original's InnoDB id and
-// definition are read when the capture starts, and read again under the
-// cut-over's lock, where nothing can change them any more. (Row changes
-// made with sql_log_bin=0 are not seen either: the README says so.)
+// the rows and the definition as they were). So the original's definition
+// (SHOW CREATE TABLE) and InnoDB id are read when the capture starts, and
+// read again under the cut-over's lock, where nothing can change them any
+// more. The id is compared only where both reads found it (a plain ASCII
+// name, not partitioned, and on MySQL an account with PROCESS): otherwise a
+// TRUNCATE, which keeps the definition, goes unseen. A logged OPTIMIZE or
+// REPAIR of the table gives it another id too: after one (this run's
+// streamer, or an earlier run's, noted in the checkpoint) the id is not
+// compared. (Row changes made with sql_log_bin=0 are not seen either: the
+// README says so.)
 
 // errOriginalUnlogged: the original changed without the binlog showing it.
 var errOriginalUnlogged = errors.New("the table changed in a way the binlog does not show")
@@ -32,20 +38,26 @@ func (r *Runner) recordOriginal(ctx context.Context) error {
 	if r.tableID, err = r.identityOf(ctx, r.db); err != nil {
 		return err
 	}
-	r.origDef, err = r.definitionOn(ctx, r.db)
+	r.origDef, err = r.definitionWith(ctx, r.db, false)
 	return err
 }
 
 // identityOf is the original's InnoDB id, or 0 where it has no single one
 // (partitioned), its name is stored encoded, or the account may not read it
-// (MySQL without PROCESS): then only its definition is compared.
+// (MySQL without PROCESS).
 func (r *Runner) identityOf(ctx context.Context, q dbconn.Querier) (uint64, error) {
 	id, err := capture.Identity(ctx, q, r.vars.Flavor, r.orig.Database, r.orig.Name)
 	if errors.Is(err, capture.ErrIdentityName) || errors.Is(err, capture.ErrIdentityNone) ||
-		dbconn.ErrorNumber(err) == errSpecificAccessDenied { // MySQL's INNODB_TABLES needs PROCESS
+		dbconn.ErrorNumber(err) == errSpecificAccessDenied {
 		return 0, nil
 	}
 	return id, err
+}
+
+// rebuilt reports whether a logged OPTIMIZE or REPAIR rebuilt the original
+// since the capture started: in this run, or in the run it takes up.
+func (r *Runner) rebuilt() bool {
+	return (r.streamer != nil && r.streamer.Rebuilds() > 0) || (r.resume != nil && r.resume.Rebuilt)
 }
 
 // originalIntact, on a connection that sees every change committed (writes
@@ -59,17 +71,14 @@ func (r *Runner) originalIntact(ctx context.Context, q dbconn.Querier) error {
 	if err != nil {
 		return err
 	}
-	def, err := r.definitionOn(ctx, q)
+	if r.tableID != 0 && id != 0 && id != r.tableID && !r.rebuilt() {
+		return fmt.Errorf("%w: %s was truncated, made again or rebuilt during the migration in a session that did not write to the binlog (sql_log_bin=0, or OPTIMIZE NO_WRITE_TO_BINLOG), so its rows may differ from what sluice copied; run sluice again", errOriginalUnlogged, r.orig.Name)
+	}
+	def, err := r.definitionWith(ctx, q, false)
 	if err != nil {
 		return err
 	}
-	switch {
-	case r.tableID != 0 && id != r.tableID && r.streamer.Rebuilds() > 0:
-		// An OPTIMIZE or REPAIR in the binlog rebuilt it (its rows are
-		// the same): an unlogged TRUNCATE beside one goes unseen.
-	case r.tableID != 0 && id != r.tableID:
-		return fmt.Errorf("%w: %s was truncated, made again or rebuilt during the migration in a session that did not write to the binlog (sql_log_bin=0), so its rows may differ from what sluice copied; run sluice again", errOriginalUnlogged, r.orig.Name)
-	case def != r.origDef:
+	if def != r.origDef {
 		return fmt.Errorf("%w: %s was altered during the migration in a session that did not write to the binlog (sql_log_bin=0), and the swap would undo that; run sluice again", errOriginalUnlogged, r.orig.Name)
 	}
 	return nil

@@ -29,10 +29,7 @@ func (s *Streamer) learnWriter(lower string) {
 	if m == nil {
 		return
 	}
-	name := m[1] + m[2]
-	if strings.HasPrefix(name, "`") {
-		name = strings.ReplaceAll(name[1:len(name)-1], "``", "`")
-	}
+	name := unquote(m[1] + m[2])
 	body := lower[len(m[0]):]
 	writes := mentionsWord(body, s.cfg.Table)
 	for _, w := range s.cfg.Writers {
@@ -52,18 +49,45 @@ func (s *Streamer) learnWriter(lower string) {
 	}
 }
 
-// rebuild matches an OPTIMIZE or REPAIR statement (written to the binlog).
-var rebuild = regexp.MustCompile(`(?s)^\s*(?:optimize|repair)\s+(?:no_write_to_binlog\s+|local\s+)?tables?\b`)
+// rebuild matches an OPTIMIZE or REPAIR statement (written to the binlog),
+// its list of tables in group 1.
+var rebuild = regexp.MustCompile(`(?s)^\s*(?:optimize|repair)\s+(?:no_write_to_binlog\s+|local\s+)?tables?\s+(.*)$`)
 
-// countRebuild counts lower (a statement, lower-cased) if it rebuilds the
-// table, as far as its text says.
-func (s *Streamer) countRebuild(lower string) {
-	if rebuild.MatchString(lower) && mentionsWord(lower, s.cfg.Table) {
-		s.rebuilds.Add(1)
+// listed is one name of a list: [db.]name, each perhaps quoted.
+var listed = regexp.MustCompile(`^\s*(` + ident + `)(?:\s*\.\s*(` + ident + `))?`)
+
+// unquote returns a lower-cased name without its backquotes.
+func unquote(name string) string {
+	if strings.HasPrefix(name, "`") {
+		return strings.ReplaceAll(name[1:len(name)-1], "``", "`")
+	}
+	return name
+}
+
+// countRebuild counts lower (a statement, lower-cased, run with default
+// database schema) if it rebuilds the table.
+func (s *Streamer) countRebuild(schema, lower string) {
+	m := rebuild.FindStringSubmatch(lower)
+	if m == nil {
+		return
+	}
+	for _, part := range strings.Split(m[1], ",") {
+		n := listed.FindStringSubmatch(part)
+		if n == nil {
+			continue
+		}
+		db, name := schema, unquote(n[1])
+		if n[2] != "" {
+			db, name = name, unquote(n[2])
+		}
+		if s.cfg.sameName(name, s.cfg.Table) && s.cfg.sameName(db, s.cfg.Database) {
+			s.rebuilds.Add(1)
+			return
+		}
 	}
 }
 
-// Rebuilds returns how many OPTIMIZE or REPAIR statements naming the table
-// the streamer has read: each gives the table another InnoDB id, which the
+// Rebuilds returns how many OPTIMIZE or REPAIR statements of the table the
+// streamer has read: each gives the table another InnoDB id, which the
 // cut-over then does not take for an unlogged TRUNCATE.
 func (s *Streamer) Rebuilds() int64 { return s.rebuilds.Load() }

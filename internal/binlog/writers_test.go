@@ -2,6 +2,7 @@ package binlog
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -91,6 +92,31 @@ func TestWritersMadeDuringTheRun(t *testing.T) {
 		err := s.checkQuery("shop", tc.write, 0)
 		if stopped := errors.Is(err, ErrTableChanged); stopped != tc.stops {
 			t.Errorf("after %q, %q: %v, want a stop: %v", tc.made, tc.write, err, tc.stops)
+		}
+	}
+}
+
+// TestRebuildsCounted: an OPTIMIZE or REPAIR of the table counts as a
+// rebuild; one of a table of the same name in another database does not
+// (it hid an unlogged TRUNCATE).
+func TestRebuildsCounted(t *testing.T) {
+	for _, tc := range []struct {
+		schema, q string
+		counts    bool
+	}{
+		{"shop", "OPTIMIZE TABLE orders", true},
+		{"other", "OPTIMIZE TABLE shop.orders", true},
+		{"other", "OPTIMIZE NO_WRITE_TO_BINLOG TABLE `shop`.`orders`", true},
+		{"shop", "REPAIR TABLE x, orders QUICK", true},
+		{"other", "OPTIMIZE TABLE orders", false},
+		{"shop", "OPTIMIZE TABLE other.orders", false},
+		{"shop", "OPTIMIZE TABLE orders_log", false},
+		{"shop", "ANALYZE TABLE orders", false},
+	} {
+		s := &Streamer{cfg: Config{Database: "shop", Table: "orders"}}
+		s.countRebuild(tc.schema, strings.ToLower(tc.q))
+		if got := s.Rebuilds() > 0; got != tc.counts {
+			t.Errorf("USE %s; %s: counted %v, want %v", tc.schema, tc.q, got, tc.counts)
 		}
 	}
 }
