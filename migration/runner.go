@@ -613,7 +613,7 @@ func (r *Runner) applyLocked(ctx context.Context, conn *sql.Conn) error {
 	case errors.Is(err, apply.ErrDuplicate):
 		return fmt.Errorf("%w: %w", errCollision, err)
 	case n == dbconn.ErrLockWaitTimeout || n == dbconn.ErrLockDeadlock:
-		return fmt.Errorf("%w: a changed row of %s is locked by a transaction that has not ended (a prepared XA transaction: XA RECOVER lists it), so the table locks are released and taken again later: %v", mdl.ErrRetry, r.orig.Name, err)
+		return fmt.Errorf("%w: a changed row of %s is locked by a transaction that has not ended (a prepared XA transaction, which XA RECOVER lists, or on MariaDB a parent's foreign-key cascade), so the table locks are released and taken again later: %v", mdl.ErrRetry, r.orig.Name, err)
 	}
 	return err
 }
