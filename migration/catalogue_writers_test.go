@@ -141,6 +141,7 @@ func (w *catWriters) start(t *testing.T) {
 	sc := w.sc
 	w.logs = make([][]stmt, sc.Writers)
 	w.stop = make(chan struct{})
+	t.Cleanup(w.halt) // a test that fails early stops its writers too
 	for i := 0; i < sc.Writers; i++ {
 		c, err := w.db.Conn(context.Background())
 		if err != nil {

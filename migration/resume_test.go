@@ -58,7 +58,7 @@ func TestResumeChild(t *testing.T) {
 	}
 	cfg := migration.Config{Conn: conn, Database: job.Database, Table: job.Table, Alter: job.Alter, Method: "copy",
 		Approve: allRisks, ChunkTime: 10 * time.Millisecond, CopyWorkers: 2, PostponeCutover: job.Postpone, CarryTriggers: job.Carry, Capture: job.Capture,
-		CheckpointInterval: job.Every, DropOld: true, LockDeadline: 20 * time.Second,
+		CheckpointInterval: job.Every, DropOld: true, LockDeadline: time.Minute,
 		OnPhase: func(name string) { fmt.Printf("\nPHASE %s\n", name) },
 		Logger:  slog.New(slog.NewTextHandler(os.Stdout, nil))}
 	var res migration.Result

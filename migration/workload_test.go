@@ -121,10 +121,13 @@ func (w *workload) start(t *testing.T, db *testdb.DB) (stop func()) {
 	return func() { once.Do(func() { close(ch); wait() }) }
 }
 
-// run starts the writers; they write until stop is closed. wait returns once
-// they have all stopped.
+// run starts the writers; they write until stop is closed, or the test ends
+// (a t.Fatal before stop is closed: a writer must not report after that).
+// wait returns once they have all stopped.
 func (w *workload) run(t *testing.T, db *testdb.DB, stop <-chan struct{}) (wait func()) {
 	var wg sync.WaitGroup
+	ended := make(chan struct{})
+	t.Cleanup(func() { close(ended); wg.Wait() })
 	for i := 0; i < w.writers; i++ {
 		wg.Add(1)
 		c := w.conn(t, db, i)
@@ -135,6 +138,8 @@ func (w *workload) run(t *testing.T, db *testdb.DB, stop <-chan struct{}) (wait 
 			for {
 				select {
 				case <-stop:
+					return
+				case <-ended:
 					return
 				default:
 				}
