@@ -156,3 +156,38 @@ func TestCutoverWaitsOutShadowReader(t *testing.T) {
 		t.Errorf("the cut-over never saw its RENAME wait on the shadow:\n%s", log.String())
 	}
 }
+
+// TestPostponeNeedsTheCopyPath: --postpone-cutover on an ALTER the planner
+// gives the instant or in-place path changed the table at once and exited 0,
+// as if the flag had not been given. It is refused in one line, with the
+// table as it was (its definition too); with --method copy it is postponed.
+func TestPostponeNeedsTheCopyPath(t *testing.T) {
+	db := tableT(t, 200)
+	for _, alter := range []string{"ADD COLUMN c INT", "ADD INDEX (v)"} {
+		var def, after string
+		db.QueryRow("SHOW CREATE TABLE t").Scan(new(string), &def)
+		before := snapshot(t, db, "t")
+		cfg := config(t, db, "t", alter)
+		cfg.Method, cfg.PostponeCutover = "auto", true
+		_, err := mustRunner(t, cfg).Run(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "--postpone-cutover") || !strings.Contains(err.Error(), "--method copy") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want a refusal in one line", alter, err)
+		}
+		db.QueryRow("SHOW CREATE TABLE t").Scan(new(string), &after)
+		if after != def {
+			t.Errorf("%s: the table's definition changed:\n%s", alter, after)
+		}
+		untouched(t, db, "t", before)
+	}
+	cfg := config(t, db, "t", "ADD COLUMN c INT")
+	cfg.PostponeCutover = true
+	cfg.OnPhase = func(phase string) {
+		if phase == "postponed" {
+			db.MustExec(t, "DROP TABLE `_t_cutover`")
+		}
+	}
+	res, err := mustRunner(t, cfg).Run(context.Background())
+	if err != nil || res.RowsCopied != 200 {
+		t.Errorf("with --method copy: %v, %d rows copied of 200", err, res.RowsCopied)
+	}
+}

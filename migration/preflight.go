@@ -273,6 +273,11 @@ func (r *Runner) preflight(ctx context.Context) error {
 		r.log.Info("an earlier run took the copy path; resuming it", "planned", string(r.path))
 		r.path = plan.PathCopy
 	}
+	if r.cfg.PostponeCutover && r.path != plan.PathCopy {
+		// Only the copy path has a cut-over to hold back: the others change
+		// the table in one statement, which would go ahead at once.
+		return preflightErr("--postpone-cutover holds back the copy path's swap, and this ALTER takes the %s path, which changes the table in one statement with no swap to hold: drop --postpone-cutover, or add --method copy to copy the table and postpone its swap", r.path)
+	}
 	if r.path == plan.PathCopy {
 		return r.copyPreflight(ctx)
 	}

@@ -134,7 +134,7 @@ or the [client] section of --defaults-file; never from the command line.`,
 	fl.IntVar(&f.checkWorkers, "checksum-threads", 4, "ranges compared at once by the checksum")
 	fl.DurationVar(&f.chunkTime, "chunk-time", chunk.DefaultTarget, "target duration of one copy statement")
 	fl.DurationVar(&f.lockDeadline, "lock-deadline", 5*time.Minute, "how long the attempts to get one metadata lock may go on before sluice gives up, naming the blockers (and how long it waits for XA transactions prepared before it started to end)")
-	fl.BoolVar(&f.postpone, "postpone-cutover", false, "after the copy and checksum, keep applying changes and wait for 'sluice cutover' (or DROP TABLE _<table>_cutover) before swapping")
+	fl.BoolVar(&f.postpone, "postpone-cutover", false, "after the copy and checksum, keep applying changes and wait for 'sluice cutover' (or DROP TABLE _<table>_cutover) before swapping (copy path only: an ALTER planned INSTANT or in-place is refused with it; add --method copy)")
 	fl.IntVar(&f.maxQueued, "max-queued", 0, "end a metadata-lock attempt early once more than this many queries queue behind it (0: only --lock-wait ends it)")
 	fl.StringVar(&f.killBlockers, "kill-blockers", "never", "never, or after=DURATION: kill a session that has blocked sluice's metadata-lock request that long (never one under LOCK TABLES or past --kill-max-rows)")
 	fl.Int64Var(&f.killMaxRows, "kill-max-rows", 10000, "never kill a blocker whose transaction modified more rows than this")

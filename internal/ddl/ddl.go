@@ -64,6 +64,9 @@ type Alter struct {
 
 // Text returns one part of the clause as SQL text.
 func Text(spec *ast.AlterTableSpec) string {
+	if spec.Tp == ast.AlterTableForce {
+		return "FORCE" // the parser restores it as a comment that it is not supported
+	}
 	var b strings.Builder
 	if err := spec.Restore(format.NewRestoreCtx(format.DefaultRestoreFlags|format.RestoreStringWithoutCharset, &b)); err != nil {
 		return fmt.Sprintf("(clause %d)", spec.Tp)

@@ -2,6 +2,7 @@ package ddl
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -138,5 +139,21 @@ func TestSetsAutoIncrement(t *testing.T) {
 		if a.SetsAutoIncrement != want {
 			t.Errorf("%s: SetsAutoIncrement = %v, want %v", clause, a.SetsAutoIncrement, want)
 		}
+	}
+}
+
+// TestTextOfEachClause: each part of a clause reads back as SQL a person
+// recognises (the parser restores FORCE as a comment that it lacks support).
+func TestTextOfEachClause(t *testing.T) {
+	a, err := Parse("ADD COLUMN x INT, FORCE, DROP INDEX k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range a.Specs {
+		got = append(got, Text(s))
+	}
+	if want := []string{"ADD COLUMN `x` INT", "FORCE", "DROP INDEX `k`"}; strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
