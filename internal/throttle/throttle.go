@@ -55,8 +55,9 @@ func ParseLimits(spec string) ([]Limit, error) {
 			return nil, fmt.Errorf("%q is not a status variable name", name)
 		}
 		n, err := strconv.ParseInt(val, 10, 64)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("%s=%s: the ceiling must be a whole number >= 0", name, val)
+		if err != nil || n < 1 {
+			// A ceiling of 0 is always reached: the copy would wait for ever.
+			return nil, fmt.Errorf("%s=%s: the ceiling must be a whole number >= 1 (a status value reaches it at once when it is 0)", name, val)
 		}
 		key := strings.ToLower(name)
 		if seen[key] {

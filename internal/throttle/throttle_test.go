@@ -29,6 +29,7 @@ func TestParseLimits(t *testing.T) {
 		"=5":                                     "is not Name=N",
 		"Threads_running=":                       "is not Name=N",
 		"Threads_running=-1":                     "whole number",
+		"Threads_running=0":                      "whole number >= 1",
 		"Threads_running=2.5":                    "whole number",
 		"Threads_running=x":                      "whole number",
 		"Threads running=3":                      "not a status variable name",
