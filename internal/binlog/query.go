@@ -305,7 +305,7 @@ func mentions(lower, name string) bool {
 }
 
 const (
-	stmtWrite = "a statement-format write (binlog_format=STATEMENT in a session) to"
+	stmtWrite = "a statement-format write (binlog_format=STATEMENT or MIXED in a session) to"
 	stmtLoad  = "a statement-format LOAD DATA into"
 	fkAdded   = "a foreign key added towards"
 	fkCreated = "a foreign key created towards"
