@@ -522,14 +522,31 @@ func (r *Runner) stampOf(ctx context.Context, q dbconn.Querier, trs []captureTri
 var errOriginalChanged = errors.New("the table changed in a way its triggers do not record")
 
 // definitionOn hashes the original's definition as SHOW CREATE TABLE gives
-// it on q (a connection holding a lock on it may be the only one that can).
+// it on q (a connection holding a lock on it may be the only one that can),
+// with its row version (rowVersion).
 func (r *Runner) definitionOn(ctx context.Context, q dbconn.Querier) (string, error) {
-	return r.definitionWith(ctx, q, true)
+	ddl, err := r.showCreate(ctx, q)
+	if err != nil {
+		return "", err
+	}
+	version, err := r.rowVersion(ctx, q)
+	if err != nil {
+		return "", err
+	}
+	return hashDefinition(ddl+version, false), nil
 }
 
-// definitionWith is definitionOn, with the row version (rowVersion) or
-// without it.
-func (r *Runner) definitionWith(ctx context.Context, q dbconn.Querier, withVersion bool) (string, error) {
+// showCreateHash hashes SHOW CREATE TABLE of the original on q alone.
+func (r *Runner) showCreateHash(ctx context.Context, q dbconn.Querier) (string, error) {
+	ddl, err := r.showCreate(ctx, q)
+	if err != nil {
+		return "", err
+	}
+	return hashDefinition(ddl, false), nil
+}
+
+// showCreate is SHOW CREATE TABLE of the original on q.
+func (r *Runner) showCreate(ctx context.Context, q dbconn.Querier) (string, error) {
 	rows, err := q.QueryContext(ctx, "SHOW CREATE TABLE "+r.orig.Quoted())
 	if err != nil {
 		return "", err
@@ -548,17 +565,7 @@ func (r *Runner) definitionWith(ctx context.Context, q dbconn.Querier, withVersi
 		return "", fmt.Errorf("SHOW CREATE TABLE %s returned nothing", r.orig.Name)
 	}
 	// Closed before the next query: q may be a single connection.
-	if err := rows.Close(); err != nil {
-		return "", err
-	}
-	if !withVersion {
-		return hashDefinition(ddl, false), nil
-	}
-	version, err := r.rowVersion(ctx, q)
-	if err != nil {
-		return "", err
-	}
-	return hashDefinition(ddl+version, false), nil
+	return ddl, rows.Close()
 }
 
 // rowVersion tells apart two versions of the original that SHOW CREATE

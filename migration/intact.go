@@ -38,7 +38,7 @@ func (r *Runner) recordOriginal(ctx context.Context) error {
 	if r.tableID, err = r.identityOf(ctx, r.db); err != nil {
 		return err
 	}
-	r.origDef, err = r.definitionWith(ctx, r.db, false)
+	r.origDef, err = r.showCreateHash(ctx, r.db)
 	return err
 }
 
@@ -74,7 +74,7 @@ func (r *Runner) originalIntact(ctx context.Context, q dbconn.Querier) error {
 	if r.tableID != 0 && id != 0 && id != r.tableID && !r.rebuilt() {
 		return fmt.Errorf("%w: %s was truncated, made again or rebuilt during the migration in a session that did not write to the binlog (sql_log_bin=0, or OPTIMIZE NO_WRITE_TO_BINLOG), so its rows may differ from what sluice copied; run sluice again", errOriginalUnlogged, r.orig.Name)
 	}
-	def, err := r.definitionWith(ctx, q, false)
+	def, err := r.showCreateHash(ctx, q)
 	if err != nil {
 		return err
 	}
