@@ -193,8 +193,8 @@ func (r *Runner) captureTriggersIn(ctx context.Context, q dbconn.Querier, names 
 }
 
 // captureRefusal refuses, in preflight, the tables capture by triggers does
-// not handle yet: with triggers of their own, or foreign keys (whose cascades
-// fire no trigger).
+// not handle (plan.CaptureRefusal): foreign keys, whose cascades fire no
+// trigger, or a trigger of the capture's names, among others.
 func (r *Runner) captureRefusal(ctx context.Context) error {
 	switch {
 	case !r.triggerCapture():

@@ -237,14 +237,21 @@ func toggledNames(lines []string) []string {
 // With writers on the table throughout, the new table gets copies of all
 // the triggers (renamed, in their order, with their definer, sql_mode,
 // character set and body byte for byte), and every write of the
-// application left its audit rows exactly once.
+// application left its audit rows exactly once: with changes read from the
+// binlog, and captured by triggers of sluice's beside the table's own.
 func TestTriggersCarriedWithWriters(t *testing.T) {
+	for _, mode := range []string{migration.CaptureBinlog, migration.CaptureTriggers} {
+		t.Run(mode, func(t *testing.T) { triggersCarriedWithWriters(t, mode) })
+	}
+}
+
+func triggersCarriedWithWriters(t *testing.T, mode string) {
 	db := testdb.New(t)
 	const writers = 4
 	ms := newAuditTable(t, db, 20000, writers)
 	before := triggersOf(t, db, "t")
 	cfg := config(t, db, "t", "ADD COLUMN extra INT NOT NULL DEFAULT 7, MODIFY v BIGINT")
-	cfg.CarryTriggers = true
+	cfg.CarryTriggers, cfg.Capture = true, mode
 	log := &testdb.SyncBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(log, nil))
 	seed := uint64(time.Now().UnixNano())
@@ -260,6 +267,9 @@ func TestTriggersCarriedWithWriters(t *testing.T) {
 	}
 	if db.Flavor == dbconn.MySQL && !strings.Contains(log.String(), `msg="the cut-over also locks the tables the triggers use" tables=audit`) {
 		t.Errorf("the tables the triggers use were not found for the guard to watch:\n%s", log.String())
+	}
+	if mode == migration.CaptureTriggers && !strings.Contains(log.String(), `msg="changes are captured by triggers"`) {
+		t.Errorf("the run did not capture by triggers:\n%s", log.String())
 	}
 	t.Logf("%d deadlocks rolled back", deadlocks)
 	checkAudit(t, db, ms)

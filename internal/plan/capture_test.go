@@ -17,6 +17,11 @@ func TestCaptureRefusal(t *testing.T) {
 	if why := CaptureRefusal(plain()); why != "" {
 		t.Fatalf("plain table refused: %s", why)
 	}
+	withTriggers := plain()
+	withTriggers.Triggers = []string{"orders_ai", "_orders_bu", "orders_chg"}
+	if why := CaptureRefusal(withTriggers); why != "" {
+		t.Errorf("a table with triggers of other names refused: %s", why)
+	}
 	note := CaptureNote(plain())
 	for _, want := range []string{"_orders_chg_i, _orders_chg_u, _orders_chg_d", "queue table _orders_chg", "TRUNCATE"} {
 		if !strings.Contains(note, want) {
@@ -28,7 +33,8 @@ func TestCaptureRefusal(t *testing.T) {
 		edit func(*schema.Table)
 		want string
 	}{
-		{"triggers", func(t *schema.Table) { t.Triggers = []string{"orders_ai"} }, "has triggers (orders_ai)"},
+		{"a trigger of a capture name", func(t *schema.Table) { t.Triggers = []string{"orders_ai", "_Orders_chg_u"} }, "has trigger _Orders_chg_u, and capture by triggers makes a trigger _orders_chg_u"},
+		{"a trigger whose copy takes a capture name", func(t *schema.Table) { t.Triggers = []string{"orders_chg_d"} }, "copy of orders_chg_d is named _orders_chg_d"},
 		{"child", func(t *schema.Table) { t.ForeignKeys = []schema.ForeignKey{{Name: "fk"}} }, "foreign keys"},
 		{"parent", func(t *schema.Table) { t.Children = []schema.ChildKey{{Table: "items"}} }, "foreign keys"},
 		{"timestamp key", func(t *schema.Table) { t.PrimaryKey = []string{"id", "at"} }, "key column at is a TIMESTAMP"},
