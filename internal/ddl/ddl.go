@@ -94,7 +94,7 @@ func Parse(clause string) (*Alter, error) {
 	var named *ast.TableName
 	if strings.HasPrefix(strings.ToUpper(c), "ALTER TABLE") {
 		// A whole statement: check it parses, then keep what follows the name.
-		stmt, err := parseOne(c)
+		stmt, _, err := parseReadingMariaDBTypes(c)
 		if err != nil {
 			return nil, err
 		}
@@ -107,13 +107,16 @@ func Parse(clause string) (*Alter, error) {
 		}
 		c = strings.TrimSpace(c[idx:])
 	}
-	stmt, err := parseOne("ALTER TABLE `t` " + c)
+	stmt, stood, err := parseReadingMariaDBTypes("ALTER TABLE `t` " + c)
 	if err != nil {
 		return nil, err
 	}
 	at, ok := stmt.(*ast.AlterTableStmt)
 	if !ok {
 		return nil, fmt.Errorf("%w: %q is not an ALTER TABLE clause", ErrInvalid, c)
+	}
+	if stood && !onlyAdded(at.Specs) {
+		return nil, fmt.Errorf("%w: sluice reads MariaDB's UUID, INET6 and INET4 types only in ADD COLUMN so far, and this clause redefines a column (MODIFY, CHANGE or ALTER COLUMN): run it with the server's own ALTER TABLE", ErrInvalid)
 	}
 	out := &Alter{Clause: c, Renames: map[string]string{}, Dropped: map[string]bool{}, Added: map[string]bool{},
 		Specs: at.Specs, AutoIncrementRedefined: map[string]bool{}}

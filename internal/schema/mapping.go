@@ -54,6 +54,12 @@ func ImplicitDefault(c Column) (string, bool) {
 	case "char", "varchar", "binary", "varbinary", "tinytext", "text", "mediumtext", "longtext",
 		"tinyblob", "blob", "mediumblob", "longblob", "set":
 		return "''", true
+	case "uuid": // MariaDB's, like the two below
+		return "'00000000-0000-0000-0000-000000000000'", true
+	case "inet6":
+		return "'::'", true
+	case "inet4":
+		return "'0.0.0.0'", true
 	case "enum":
 		if m := Members(c.ColumnType); len(m) > 0 {
 			return dbconn.QuoteString(m[0]), true

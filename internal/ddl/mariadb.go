@@ -1,0 +1,103 @@
+package ddl
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+)
+
+// MariaDB's UUID, INET6 and INET4 types are unknown to the parser. In an ADD
+// COLUMN they are read as a binary string of the same size: what sluice
+// takes from an added column's definition (its name, its default, its key
+// options) does not depend on its type, which the copy reads from the new
+// table the server made. A redefined column's type is compared with its old
+// one (conversions, lossy changes, key changes): there such a type is still
+// refused, with a line that says so.
+var mariadbTypes = map[string]string{"uuid": "BINARY(16)", "inet6": "BINARY(16)", "inet4": "BINARY(4)"}
+
+// parseErrAt reads where the parser stopped: the line, and the column just
+// past the token it could not take.
+var parseErrAt = regexp.MustCompile(`^line (\d+) column (\d+) near "`)
+
+// parseReadingMariaDBTypes is parseOne, taking each of mariadbTypes where
+// the parser stops at it for its stand-in. stood is true when one was.
+func parseReadingMariaDBTypes(sql string) (stmt ast.StmtNode, stood bool, err error) {
+	first := ""
+	for range 32 {
+		_, perr := ParseSQL(sql, 0)
+		if perr == nil {
+			break
+		}
+		if first == "" {
+			first = sql
+		}
+		next, ok := standInType(sql, perr.Error())
+		if !ok {
+			break
+		}
+		sql, stood = next, true
+	}
+	stmt, err = parseOne(sql)
+	if err != nil && first != "" {
+		// The parser's own word on the user's text.
+		stmt, err = parseOne(first)
+		return stmt, false, err
+	}
+	return stmt, stood, err
+}
+
+// standInType returns sql with the MariaDB type name the parser stopped at
+// (msg is its error) read as its stand-in, or false if it stopped elsewhere.
+func standInType(sql, msg string) (string, bool) {
+	m := parseErrAt.FindStringSubmatch(msg)
+	if m == nil {
+		return "", false
+	}
+	line, _ := strconv.Atoi(m[1])
+	col, _ := strconv.Atoi(m[2])
+	start := 0
+	for l := 1; l < line; l++ {
+		i := strings.IndexByte(sql[start:], '\n')
+		if i < 0 {
+			return "", false
+		}
+		start += i + 1
+	}
+	end := start + col
+	if line > 1 {
+		end-- // past the first line the parser counts from the newline
+	}
+	if end > len(sql) {
+		return "", false
+	}
+	begin := end
+	for begin > start && isIdentByte(sql[begin-1]) {
+		begin--
+	}
+	standIn, ok := mariadbTypes[strings.ToLower(sql[begin:end])]
+	// A type name follows a space or an opening parenthesis, never a dot or
+	// a quote; the error's text begins with it.
+	if !ok || begin == 0 || !strings.ContainsRune(" \t\r\n(", rune(sql[begin-1])) ||
+		!strings.HasPrefix(strings.ToLower(msg[len(m[0]):]), strings.ToLower(sql[begin:end])) {
+		return "", false
+	}
+	return sql[:begin] + standIn + sql[end:], true
+}
+
+func isIdentByte(b byte) bool {
+	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}
+
+// onlyAdded reports whether the clause's specs redefine no column: where a
+// MariaDB type was read as its stand-in, it can only be an added column's.
+func onlyAdded(specs []*ast.AlterTableSpec) bool {
+	for _, s := range specs {
+		switch s.Tp {
+		case ast.AlterTableModifyColumn, ast.AlterTableChangeColumn, ast.AlterTableAlterColumn:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,69 @@
+package ddl
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestMariaDBTypesInAddColumn: MariaDB's UUID, INET6 and INET4, unknown to
+// the parser, are read in ADD COLUMN (in any case, on several lines, in a
+// list, in a whole statement); a column named like one of them is a name;
+// a clause that also redefines a column is refused in one line, and so is
+// what the parser stops at for another reason.
+func TestMariaDBTypesInAddColumn(t *testing.T) {
+	for clause, added := range map[string]string{
+		"ADD COLUMN u UUID": "u",
+		"ADD COLUMN u uuid NULL DEFAULT UUID(), ADD COLUMN i INET6":             "i u",
+		"ADD COLUMN (a Inet4 NOT NULL DEFAULT '10.0.0.1', b INT)":               "a b",
+		"ADD COLUMN x\nINET6\nNOT NULL AFTER y, ADD INDEX (x)":                  "x",
+		"ADD COLUMN a INT,\nADD COLUMN b INT,\n  ADD COLUMN u UUID":             "a b u",
+		"ALTER TABLE db.t ADD COLUMN u UUID FIRST":                              "u",
+		"ADD COLUMN uuid INT, ADD COLUMN inet6 UUID":                            "inet6 uuid",
+		"ADD COLUMN `uuid` UUID DEFAULT '00000000-0000-0000-0000-000000000001'": "uuid",
+	} {
+		a, err := Parse(clause)
+		if err != nil {
+			t.Errorf("%q: %v", clause, err)
+			continue
+		}
+		var got []string
+		for n := range a.Added {
+			got = append(got, n)
+		}
+		if strings.Join(sorted(got), " ") != added {
+			t.Errorf("%q: added %v, want %s", clause, got, added)
+		}
+		if !strings.Contains(strings.ToLower(a.Clause), "uuid") && !strings.Contains(strings.ToLower(a.Clause), "inet") {
+			t.Errorf("%q: the clause sent to the server lost its type: %q", clause, a.Clause)
+		}
+	}
+	if a, _ := Parse("ADD COLUMN u UUID DEFAULT UUID()"); a == nil || len(a.NonDeterministic) != 1 {
+		t.Errorf("DEFAULT UUID() of an added UUID column not taken for a value computed at each insert: %+v", a)
+	}
+	for clause, want := range map[string]string{
+		"MODIFY i INET6 NOT NULL":            "only in ADD COLUMN so far",
+		"ADD COLUMN u UUID, MODIFY v BIGINT": "only in ADD COLUMN so far",
+		"CHANGE c d INET4":                   "only in ADD COLUMN so far",
+		"ADD COLUMN u UUIDX":                 "cannot parse",
+		"ADD COLUMN u INT DEFAULT t.uuid":    "cannot parse",
+		"ADD COLUMN u UUID GARBAGE":          "cannot parse",
+	} {
+		_, err := Parse(clause)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v, want one line with %q", clause, err, want)
+		}
+	}
+}
+
+func sorted(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
