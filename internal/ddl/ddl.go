@@ -116,7 +116,7 @@ func Parse(clause string) (*Alter, error) {
 		return nil, fmt.Errorf("%w: %q is not an ALTER TABLE clause", ErrInvalid, c)
 	}
 	if stood && !onlyAdded(at.Specs) {
-		return nil, fmt.Errorf("%w: sluice reads MariaDB's UUID, INET6 and INET4 types only in ADD COLUMN so far, and this clause redefines a column (MODIFY, CHANGE or ALTER COLUMN): run it with the server's own ALTER TABLE", ErrInvalid)
+		return nil, fmt.Errorf("%w: sluice reads MariaDB's UUID, INET6 and INET4 types and PERSISTENT only in ADD COLUMN so far, and this clause redefines a column (MODIFY, CHANGE or ALTER COLUMN): run it with the server's own ALTER TABLE", ErrInvalid)
 	}
 	out := &Alter{Clause: c, Renames: map[string]string{}, Dropped: map[string]bool{}, Added: map[string]bool{},
 		Specs: at.Specs, AutoIncrementRedefined: map[string]bool{}}

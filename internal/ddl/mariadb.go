@@ -15,7 +15,8 @@ import (
 // table the server made. A redefined column's type is compared with its old
 // one (conversions, lossy changes, key changes): there such a type is still
 // refused, with a line that says so.
-var mariadbTypes = map[string]string{"uuid": "BINARY(16)", "inet6": "BINARY(16)", "inet4": "BINARY(4)"}
+var mariadbTypes = map[string]string{"uuid": "BINARY(16)", "inet6": "BINARY(16)", "inet4": "BINARY(4)",
+	"persistent": "STORED"} // and MariaDB's word for a stored generated column
 
 // parseErrAt reads where the parser stopped: the line, and the column just
 // past the token it could not take.

@@ -18,6 +18,7 @@ func TestMariaDBTypesInAddColumn(t *testing.T) {
 		"ADD COLUMN (a Inet4 NOT NULL DEFAULT '10.0.0.1', b INT)":               "a b",
 		"ADD COLUMN x\nINET6\nNOT NULL AFTER y, ADD INDEX (x)":                  "x",
 		"ADD COLUMN a INT,\nADD COLUMN b INT,\n  ADD COLUMN u UUID":             "a b u",
+		"ADD COLUMN g BIGINT AS (n * 3) PERSISTENT, ADD COLUMN persistent INT":  "g persistent",
 		"ALTER TABLE db.t ADD COLUMN u UUID FIRST":                              "u",
 		"ADD COLUMN uuid INT, ADD COLUMN inet6 UUID":                            "inet6 uuid",
 		"ADD COLUMN `uuid` UUID DEFAULT '00000000-0000-0000-0000-000000000001'": "uuid",
@@ -34,7 +35,7 @@ func TestMariaDBTypesInAddColumn(t *testing.T) {
 		if strings.Join(sorted(got), " ") != added {
 			t.Errorf("%q: added %v, want %s", clause, got, added)
 		}
-		if !strings.Contains(strings.ToLower(a.Clause), "uuid") && !strings.Contains(strings.ToLower(a.Clause), "inet") {
+		if l := strings.ToLower(a.Clause); !strings.Contains(l, "uuid") && !strings.Contains(l, "inet") && !strings.Contains(l, "persistent") {
 			t.Errorf("%q: the clause sent to the server lost its type: %q", clause, a.Clause)
 		}
 	}
@@ -45,6 +46,7 @@ func TestMariaDBTypesInAddColumn(t *testing.T) {
 		"MODIFY i INET6 NOT NULL":            "only in ADD COLUMN so far",
 		"ADD COLUMN u UUID, MODIFY v BIGINT": "only in ADD COLUMN so far",
 		"CHANGE c d INET4":                   "only in ADD COLUMN so far",
+		"MODIFY g INT AS (n) PERSISTENT":     "only in ADD COLUMN so far",
 		"ADD COLUMN u UUIDX":                 "cannot parse",
 		"ADD COLUMN u INT DEFAULT t.uuid":    "cannot parse",
 		"ADD COLUMN u UUID GARBAGE":          "cannot parse",
