@@ -20,7 +20,7 @@ import (
 func (r *Runner) tableWriters(ctx context.Context) ([]string, error) {
 	names := []string{strings.ToLower(r.orig.Name)}
 	var out []string
-	for round := 0; round < 5; round++ {
+	for { // each round finds one more, or ends: the definitions are finite
 		found, err := r.definitionsNaming(ctx, names)
 		if err != nil {
 			return nil, err

@@ -3,6 +3,8 @@ package binlog
 import (
 	"regexp"
 	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
 // Writers made during the migration. Config.Writers lists the views, the
@@ -16,10 +18,23 @@ import (
 const ident = "(?:`(?:[^`]|``)+`|[0-9a-z_$\u0080-\U0010ffff]+)"
 
 // madeWriter matches a CREATE or ALTER of a view or a routine (its name in
-// group 1) or of a trigger (its table in group 2); a database before the
-// name is left out.
-var madeWriter = regexp.MustCompile(`(?s)^\s*(?:create|alter)\b.*?\b(?:view|function|procedure)\s+(?:if\s+not\s+exists\s+)?(?:` + ident + `\s*\.\s*)?(` + ident + `)` +
-	`|(?s)^\s*create\b.*?\btrigger\b.*?\bon\s+(?:` + ident + `\s*\.\s*)?(` + ident + `)`)
+// group 1) or a CREATE of a trigger (its table in group 2); a database
+// before the name is left out. Only the options the servers allow come
+// between CREATE and the kind of object: the kind is never read in a body
+// (a trigger whose body says "view" is a trigger).
+var madeWriter = regexp.MustCompile(`(?s)^\s*(?:create|alter)\s+` + headOptions +
+	`(?:(?:view|function|procedure)\s+(?:if\s+not\s+exists\s+)?(?:` + ident + `\s*\.\s*)?(` + ident + `)` +
+	`|trigger\s+(?:if\s+not\s+exists\s+)?(?:` + ident + `\s*\.\s*)?` + ident + `\s+(?:before|after)\s+(?:insert|update|delete)(?:\s+or\s+(?:insert|update|delete))*\s+on\s+(?:` + ident + `\s*\.\s*)?(` + ident + `))`)
+
+// headOptions are what may stand between CREATE (or ALTER) and the kind of
+// object: OR REPLACE, ALGORITHM, DEFINER, SQL SECURITY, AGGREGATE.
+const headOptions = `(?:or\s+replace\s+)?(?:algorithm\s*=\s*[a-z]+\s+)?(?:definer\s*=\s*` + account + `\s+)?(?:sql\s+security\s+[a-z]+\s+)?(?:aggregate\s+)?`
+
+// account is a DEFINER: CURRENT_USER, or a user name and perhaps a host,
+// each quoted or plain.
+const account = `(?:current_user(?:\s*\(\s*\))?|` + accountPart + `(?:\s*@\s*` + accountPart + `)?|` + accountPart + `)`
+
+const accountPart = "(?:`(?:[^`]|``)*`|'(?:[^'\\\\]|\\\\.|'')*'|\"(?:[^\"\\\\]|\\\\.|\"\")*\"|[0-9a-z_$.%\\-\u0080-\U0010ffff]+)"
 
 // learnWriter adds to Config.Writers the view, routine or trigger's table
 // that lower (a statement, lower-cased) makes, if it names the table or a
@@ -29,23 +44,57 @@ func (s *Streamer) learnWriter(lower string) {
 	if m == nil {
 		return
 	}
-	name := unquote(m[1] + m[2])
 	body := lower[len(m[0]):]
 	writes := mentionsWord(body, s.cfg.Table)
 	for _, w := range s.cfg.Writers {
 		writes = writes || mentionsWord(body, w)
 	}
-	if !writes {
-		return
+	if writes {
+		s.addWriter(unquote(m[1] + m[2]))
 	}
+}
+
+// isWriter reports whether name is one of Config.Writers.
+func (s *Streamer) isWriter(name string) bool {
 	for _, w := range s.cfg.Writers {
 		if strings.EqualFold(w, name) {
-			return
+			return true
 		}
 	}
-	s.cfg.Writers = append(s.cfg.Writers, name)
+	return false
+}
+
+// addWriter adds name to Config.Writers, once.
+func (s *Streamer) addWriter(name string) {
+	if s.isWriter(name) {
+		return
+	}
+	s.cfg.Writers = append(s.cfg.Writers, strings.ToLower(name))
 	if s.log != nil {
-		s.log.Info("a view, trigger or routine made during the migration may write the table: a statement-format write through it stops the run", "name", name)
+		s.log.Info("a view, trigger or routine made or renamed during the migration may write the table: a statement-format write through it stops the run", "name", name)
+	}
+}
+
+// learnRenamed adds to Config.Writers the new name of a writer that st
+// renames (RENAME TABLE, ALTER TABLE ... RENAME): a write through it under
+// its new name is one through the writer.
+func (s *Streamer) learnRenamed(st ast.StmtNode) {
+	switch x := st.(type) {
+	case *ast.RenameTableStmt:
+		for _, tt := range x.TableToTables {
+			if s.isWriter(tt.OldTable.Name.O) {
+				s.addWriter(tt.NewTable.Name.O)
+			}
+		}
+	case *ast.AlterTableStmt:
+		if !s.isWriter(x.Table.Name.O) {
+			return
+		}
+		for _, spec := range x.Specs {
+			if spec.Tp == ast.AlterTableRenameTable && spec.NewTable != nil {
+				s.addWriter(spec.NewTable.Name.O)
+			}
+		}
 	}
 }
 

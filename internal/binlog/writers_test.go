@@ -79,6 +79,14 @@ func TestWritersMadeDuringTheRun(t *testing.T) {
 		{"CREATE TRIGGER u_ai AFTER INSERT ON other.u FOR EACH ROW UPDATE shop.orders SET a = 1", "INSERT INTO other.u VALUES (10)", true},
 		{"CREATE DEFINER=`root`@`localhost` PROCEDURE `p`() UPDATE orders SET a = 1", "CALL p()", true},
 		{"CREATE FUNCTION f() RETURNS INT MODIFIES SQL DATA BEGIN UPDATE orders SET a = 1; RETURN 1; END", "SELECT f()", true},
+		// A body that says "view", "function" or "procedure" is a body.
+		{"CREATE DEFINER=`root`@`localhost` TRIGGER srcq_ai AFTER INSERT ON `srcq` FOR EACH ROW UPDATE orders SET b = 'page view x' WHERE id = NEW.id", "INSERT INTO srcq VALUES (3)", true},
+		{"CREATE DEFINER=`root`@`localhost` PROCEDURE `p2`() UPDATE orders SET b = 'a function of a procedure'", "CALL p2()", true},
+		// MariaDB's heads: OR REPLACE, IF NOT EXISTS, quoted definers.
+		{"CREATE OR REPLACE DEFINER=`root`@`localhost` TRIGGER u2_bu BEFORE UPDATE ON u2 FOR EACH ROW UPDATE orders SET a = 1", "UPDATE u2 SET x = 1", true},
+		{"CREATE DEFINER='app'@'10.%' TRIGGER IF NOT EXISTS shop.u3_ai AFTER DELETE ON shop.`u3` FOR EACH ROW DELETE FROM orders WHERE id = OLD.id", "DELETE FROM u3", true},
+		{"CREATE OR REPLACE ALGORITHM=MERGE DEFINER=CURRENT_USER SQL SECURITY INVOKER VIEW v4 AS SELECT * FROM orders", "UPDATE v4 SET a = 1", true},
+		{"ALTER ALGORITHM=UNDEFINED DEFINER=`root`@`%` SQL SECURITY DEFINER VIEW `v5` AS select 1 AS `x` from `audit`", "UPDATE v5 SET a = 1", true},
 		// Through a writer known at the start (audit's trigger writes orders).
 		{"CREATE VIEW va AS SELECT * FROM audit", "DELETE FROM va", true},
 		// Not the table's.
@@ -93,6 +101,36 @@ func TestWritersMadeDuringTheRun(t *testing.T) {
 		if stopped := errors.Is(err, ErrTableChanged); stopped != tc.stops {
 			t.Errorf("after %q, %q: %v, want a stop: %v", tc.made, tc.write, err, tc.stops)
 		}
+	}
+}
+
+// TestWritersRenamedDuringTheRun: a view or a trigger's table renamed
+// during the migration (RENAME TABLE, ALTER TABLE ... RENAME) is a writer
+// under its new name too: a statement-format write through it went unseen,
+// the write lost. A RENAME of a writer the parser cannot read stops the run.
+func TestWritersRenamedDuringTheRun(t *testing.T) {
+	for _, tc := range []struct {
+		rename, write string
+		stops       bool
+	}{
+		{"RENAME TABLE vwq_a TO vwq_b", "UPDATE vwq_b SET a = -11 WHERE id = 3", true},
+		{"RENAME TABLE x TO y, shop.`Src` TO shop.src2", "INSERT INTO src2 VALUES (3)", true},
+		{"ALTER TABLE src RENAME TO src3", "INSERT INTO src3 VALUES (3)", true},
+		{"ALTER TABLE src ADD COLUMN z INT, RENAME AS src4", "INSERT INTO src4 VALUES (3)", true},
+		{"RENAME TABLE other TO other2", "UPDATE other2 SET a = 1", false},
+	} {
+		s := &Streamer{cfg: Config{Database: "shop", Table: "orders", Writers: []string{"vwq_a", "src"}}}
+		if err := s.checkQuery("shop", tc.rename, 0); err != nil {
+			t.Errorf("%q stops the run: %v", tc.rename, err)
+		}
+		err := s.checkQuery("shop", tc.write, 0)
+		if stopped := errors.Is(err, ErrTableChanged); stopped != tc.stops {
+			t.Errorf("after %q, %q: %v, want a stop: %v", tc.rename, tc.write, err, tc.stops)
+		}
+	}
+	s := &Streamer{cfg: Config{Database: "shop", Table: "orders", Writers: []string{"vwq_a"}}}
+	if err := s.checkQuery("shop", "RENAME TABLE vwq_a TO vwq_c WITH GARBAGE", 0); !errors.Is(err, ErrTableChanged) {
+		t.Errorf("an unread RENAME of a writer: %v, want a stop", err)
 	}
 }
 
