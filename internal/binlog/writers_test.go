@@ -111,7 +111,7 @@ func TestWritersMadeDuringTheRun(t *testing.T) {
 func TestWritersRenamedDuringTheRun(t *testing.T) {
 	for _, tc := range []struct {
 		rename, write string
-		stops       bool
+		stops         bool
 	}{
 		{"RENAME TABLE vwq_a TO vwq_b", "UPDATE vwq_b SET a = -11 WHERE id = 3", true},
 		{"RENAME TABLE x TO y, shop.`Src` TO shop.src2", "INSERT INTO src2 VALUES (3)", true},
