@@ -16,6 +16,9 @@ import (
 // cutover swaps the tables: under LOCK TABLES on both, it drains the last
 // changes and renames original -> old and shadow -> original, then unlocks.
 func (r *Runner) cutover(ctx context.Context) error {
+	if err := r.compareAgainIfRebuilt(ctx); err != nil { // intact.go
+		return fmt.Errorf("cut-over: %w", err)
+	}
 	if r.group != nil {
 		// One swap for the whole group, made by its last run to get here.
 		if err := r.group.arrive(ctx, r); err != nil {

@@ -55,9 +55,36 @@ func (r *Runner) identityOf(ctx context.Context, q dbconn.Querier) (uint64, erro
 }
 
 // rebuilt reports whether a logged OPTIMIZE or REPAIR rebuilt the original
-// since the capture started: in this run, or in the run it takes up.
+// since its InnoDB id was last read (rebase): in this run, or, before this
+// run read it, in the run it takes up.
 func (r *Runner) rebuilt() bool {
-	return (r.streamer != nil && r.streamer.Rebuilds() > 0) || (r.resume != nil && r.resume.Rebuilt)
+	return (r.streamer != nil && r.streamer.Rebuilds() > r.rebuildBase.Load()) || (r.resume != nil && r.resume.Rebuilt && !r.rebased.Load())
+}
+
+// rebase reads the original's InnoDB id again as the one the cut-over
+// compares, while a lock stops writes to it and the checksum's snapshot of
+// its rows is taken (openSnapshots). A logged rebuild gives the table
+// another id, as a TRUNCATE without the binlog does, so after one the id
+// tells nothing; the checksum that follows compares every row, and from its
+// snapshot on, the id tells again. (With capture by triggers the id is the
+// capture's, and any rebuild stops the run.)
+func (r *Runner) rebase(ctx context.Context) error {
+	if r.origDef == "" || r.streamer == nil || r.triggerCapture() {
+		return nil
+	}
+	id, err := r.identityOf(ctx, r.db)
+	if err != nil {
+		return err
+	}
+	r.ckptMu.Lock()
+	defer r.ckptMu.Unlock()
+	r.tableID = id
+	r.rebuildBase.Store(r.streamer.Rebuilds())
+	r.rebased.Store(true)
+	if r.ckpt != nil {
+		r.ckpt.TableID, r.ckpt.Rebuilt = id, false
+	}
+	return nil
 }
 
 // originalIntact, on a connection that sees every change committed (writes
@@ -71,7 +98,14 @@ func (r *Runner) originalIntact(ctx context.Context, q dbconn.Querier) error {
 	if err != nil {
 		return err
 	}
-	if r.tableID != 0 && id != 0 && id != r.tableID && !r.rebuilt() {
+	// After a logged rebuild, before the cut-over, the id tells nothing: the
+	// tables are compared again first (compareAgainIfRebuilt).
+	if r.tableID != 0 && id != 0 && id != r.tableID && (!r.rebuilt() || r.atCutover.Load()) {
+		if r.rebuilt() {
+			// Compared again just before the cut-over: this one came
+			// while it began.
+			return fmt.Errorf("%w: %s was rebuilt (a logged OPTIMIZE or REPAIR) as the cut-over began, which hides a TRUNCATE made in a session that did not write to the binlog (sql_log_bin=0); run sluice again", errOriginalUnlogged, r.orig.Name)
+		}
 		return fmt.Errorf("%w: %s was truncated, made again or rebuilt during the migration in a session that did not write to the binlog (sql_log_bin=0, or OPTIMIZE NO_WRITE_TO_BINLOG), so its rows may differ from what sluice copied; run sluice again", errOriginalUnlogged, r.orig.Name)
 	}
 	def, err := r.showCreateHash(ctx, q)
@@ -80,6 +114,24 @@ func (r *Runner) originalIntact(ctx context.Context, q dbconn.Querier) error {
 	}
 	if def != r.origDef {
 		return fmt.Errorf("%w: %s was altered during the migration in a session that did not write to the binlog (sql_log_bin=0), and the swap would undo that; run sluice again", errOriginalUnlogged, r.orig.Name)
+	}
+	return nil
+}
+
+// compareAgainIfRebuilt compares the tables again, before the cut-over, when
+// a logged rebuild of the original came after they were compared: its new
+// InnoDB id would hide a TRUNCATE made without the binlog around it (the
+// truncated rows came back with the swap). The comparison takes the id
+// again (rebase).
+func (r *Runner) compareAgainIfRebuilt(ctx context.Context) error {
+	defer r.atCutover.Store(true)
+	if !r.rebuilt() {
+		return nil
+	}
+	r.log.Warn("the original was rebuilt (a logged OPTIMIZE or REPAIR) after the tables were compared; its new InnoDB id hides a TRUNCATE made without the binlog, so they are compared again before the swap")
+	r.checksummed = false
+	if err := r.checksum(ctx); err != nil {
+		return fmt.Errorf("the original was rebuilt (a logged OPTIMIZE or REPAIR) after the tables were compared, and comparing them again failed (a TRUNCATE in a session that did not write to the binlog, sql_log_bin=0, would do that): %w", err)
 	}
 	return nil
 }

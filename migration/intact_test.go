@@ -2,6 +2,7 @@ package migration_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -28,6 +29,10 @@ func TestUnloggedChangeStopsTheSwap(t *testing.T) {
 		// A logged OPTIMIZE (another InnoDB id, the same rows) does not
 		// hide an unlogged ALTER after it.
 		{"optimize-then-alter", "OPTIMIZE TABLE t; SET SESSION sql_log_bin = 0; ALTER TABLE t ADD COLUMN q INT DEFAULT 5", "altered", 50},
+		// Nor a TRUNCATE without the binlog, before or after it (its
+		// rows came back): the tables are compared again.
+		{"optimize-then-truncate", "OPTIMIZE TABLE t; SET SESSION sql_log_bin = 0; TRUNCATE TABLE t", "rebuilt", 0},
+		{"truncate-then-optimize", "SET SESSION sql_log_bin = 0; TRUNCATE TABLE t; SET SESSION sql_log_bin = 1; OPTIMIZE TABLE t", "rebuilt", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db := testdb.New(t)
@@ -66,5 +71,34 @@ func TestUnloggedChangeStopsTheSwap(t *testing.T) {
 				t.Errorf("the original's v is %q (%v), want int", typ, err)
 			}
 		})
+	}
+}
+
+// TestOptimizeAfterTheChecksum: a logged OPTIMIZE of the original while the
+// cut-over is postponed gives it another InnoDB id; the tables are compared
+// again before the swap, which then goes ahead with every row.
+func TestOptimizeAfterTheChecksum(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE t (id INT PRIMARY KEY, v INT, KEY v (v))")
+	db.Fill(t, "t", 500, "n, n")
+	cfg := config(t, db, "t", "MODIFY v BIGINT")
+	cfg.PostponeCutover = true
+	log := &testdb.SyncBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(log, nil))
+	cfg.OnPhase = func(phase string) {
+		if phase == "postponed" {
+			db.MustExec(t, "OPTIMIZE TABLE t", "UPDATE t SET v = -1 WHERE id = 7", "DROP TABLE `_t_cutover`")
+		}
+	}
+	res, err := mustRunner(t, cfg).Run(context.Background())
+	if err != nil || !res.Swapped {
+		t.Fatalf("migrate: %v (swapped %v)", err, res.Swapped)
+	}
+	if !strings.Contains(log.String(), "compared again before the swap") {
+		t.Errorf("the tables were not compared again after the OPTIMIZE:\n%s", log.String())
+	}
+	var n, v int
+	if err := db.QueryRow("SELECT COUNT(*), SUM(v = -1) FROM t").Scan(&n, &v); err != nil || n != 500 || v != 1 {
+		t.Errorf("t holds %d rows, %d of them updated (%v), want 500 and 1", n, v, err)
 	}
 }

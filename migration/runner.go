@@ -57,6 +57,9 @@ type Runner struct {
 	keptCapture     bool // an earlier run's, left for a run with --capture=triggers
 	tableID         uint64
 	origDef         string
+	rebuildBase     atomic.Int64 // the streamer's rebuilds when tableID was read (intact.go)
+	rebased         atomic.Bool
+	atCutover       atomic.Bool // the tables are compared for the last time
 	captureStamp    string
 	// copier is set by the copy phase and read by the progress reporter.
 	copier   atomic.Pointer[copier.Copier]
@@ -722,7 +725,7 @@ func (r *Runner) openSnapshots(ctx context.Context) (*snapshots, error) {
 		// Every change from here on is after the snapshot: record it for
 		// the final guard (verify.go).
 		r.tracker.Start()
-		return nil
+		return r.rebase(ctx) // intact.go
 	})
 	if err != nil {
 		snap.close()
