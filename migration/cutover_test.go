@@ -191,3 +191,34 @@ func TestPostponeNeedsTheCopyPath(t *testing.T) {
 		t.Errorf("with --method copy: %v, %d rows copied of 200", err, res.RowsCopied)
 	}
 }
+
+// TestLeftoverPostponeTable: the postponed cut-over's table an earlier run
+// left (one interrupted before it knew it had made it) made every later run
+// of the command fail ("already exists"); it is dropped and made again. A
+// table of that name that is not sluice's is left, and refused in one line.
+func TestLeftoverPostponeTable(t *testing.T) {
+	db := tableT(t, 300)
+	db.MustExec(t, "CREATE TABLE `_t_cutover` (action VARCHAR(16) NOT NULL) COMMENT='sluice waits to cut over t while this table exists: drop it to cut over'",
+		"INSERT INTO `_t_cutover` VALUES ('cancel')")
+	cfg := config(t, db, "t", "ADD COLUMN x INT")
+	cfg.PostponeCutover = true
+	cfg.OnPhase = func(phase string) {
+		if phase == "postponed" {
+			db.MustExec(t, "DROP TABLE `_t_cutover`")
+		}
+	}
+	res, err := mustRunner(t, cfg).Run(context.Background())
+	if err != nil || !res.Swapped || res.RowsCopied != 300 {
+		t.Fatalf("with a leftover postponed cut-over's table: %v (swapped %v, %d rows copied)", err, res.Swapped, res.RowsCopied)
+	}
+	db.MustExec(t, "DROP TABLE "+res.OldTable, "CREATE TABLE `_t_cutover` (n INT) COMMENT='mine'")
+	cfg.Alter = "DROP COLUMN x"
+	_, err = mustRunner(t, cfg).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "_t_cutover") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("with a user's table of that name: %v, want a refusal naming it", err)
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '_t_cutover' AND TABLE_COMMENT = 'mine'").Scan(&n); err != nil || n != 1 {
+		t.Errorf("the user's _t_cutover: %d (%v), want it kept", n, err)
+	}
+}

@@ -27,10 +27,22 @@ var errNoPostponed = errors.New("no migration of this table is waiting for a cut
 
 // createPostpone creates the control table of a postponed cut-over.
 func (r *Runner) createPostpone(ctx context.Context) error {
-	comment := fmt.Sprintf("sluice waits to cut over %s while this table exists: drop it to cut over", r.orig.Name)
+	comment := postponeComment(r.orig.Name)
 	q := fmt.Sprintf("CREATE TABLE %s (action VARCHAR(16) NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) COMMENT=%s",
 		dbconn.QuoteTable(r.cfg.Database, r.names.Postpone), dbconn.QuoteString(comment))
-	if err := r.execToEnd(ctx, q); err != nil {
+	err := r.execToEnd(ctx, q)
+	if dbconn.ErrorNumber(err) == dbconn.ErrTableExists {
+		// One an earlier run left (stopped before it knew it had made it,
+		// or killed): this run holds the table's run lock, so no other
+		// waits on it. A table of that name that is not sluice's is left.
+		if r.leftPostpone(ctx) {
+			r.log.Info("dropping the postponed cut-over's table an earlier run left", "table", r.names.Postpone)
+			if err = r.dropGuarded(ctx, r.names.Postpone); err == nil {
+				err = r.execToEnd(ctx, q)
+			}
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("create the postponed cut-over's table %s: %w", r.names.Postpone, err)
 	}
 	r.postponeCreated = true
@@ -39,6 +51,21 @@ func (r *Runner) createPostpone(ctx context.Context) error {
 			dbconn.QuoteTable(r.cfg.Database, r.names.Postpone)),
 		"cancel", fmt.Sprintf("sluice cutover --cancel --database %s --table %s", r.cfg.Database, r.orig.Name))
 	return nil
+}
+
+// postponeComment marks the postponed cut-over's table of table as sluice's.
+func postponeComment(table string) string {
+	return fmt.Sprintf("sluice waits to cut over %s while this table exists: drop it to cut over", table)
+}
+
+// leftPostpone reports whether the postponed cut-over's table exists and is
+// sluice's (its comment): one an earlier run left, since this run holds the
+// table's run lock.
+func (r *Runner) leftPostpone(ctx context.Context) bool {
+	var have string
+	err := r.db.QueryRowContext(ctx, "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+		r.cfg.Database, r.names.Postpone).Scan(&have)
+	return err == nil && have == postponeComment(r.orig.Name)
 }
 
 // waitForCutover keeps the shadow in sync (the apply workers go on) until
