@@ -397,17 +397,10 @@ func (cs Cols) InList(keys []Key) (string, []any) {
 }
 
 // plainIn reports whether an IN list compares every key column by its own
-// type: integers (not ENUM, SET or BIT) and strings. A list of several
-// tuples compares a string part in the collation of the column it is
-// matched against, whatever COLLATE its value carries (MySQL and MariaDB
-// alike), and the new table's column may have another: a composite key
-// with a string part takes the disjunction, whose equalities keep it.
+// type: integers (not ENUM, SET or BIT) and strings.
 func (cs Cols) plainIn() bool {
 	for _, c := range cs {
 		if c.bits == 0 && c.kind != kindString && c.kind != kindBinary {
-			return false
-		}
-		if c.kind == kindString && len(cs) > 1 {
 			return false
 		}
 	}
