@@ -474,3 +474,33 @@ func remakeTrigger(t *testing.T, db *testdb.DB, name, between string) {
 	}
 	db.MustExec(t, "DROP TRIGGER "+name, between, body)
 }
+
+// TestTriggerMadeDuringTriggerCapture: a trigger of the table's own made
+// while sluice captures by triggers comes after the capture's in the
+// server's order; the cut-over carries it with the others (their copies
+// numbered among themselves), where it stopped the run on a false mismatch.
+func TestTriggerMadeDuringTriggerCapture(t *testing.T) {
+	db := tableT(t, 300)
+	db.MustExec(t, "CREATE TABLE audit (id INT, what VARCHAR(8))",
+		"CREATE TRIGGER a1 AFTER INSERT ON t FOR EACH ROW INSERT INTO audit VALUES (NEW.id, 'a1')")
+	cfg := config(t, db, "t", "ADD COLUMN x INT")
+	cfg.Capture, cfg.CarryTriggers, cfg.PostponeCutover = migration.CaptureTriggers, true, true
+	cfg.OnPhase = func(phase string) {
+		if phase == "postponed" {
+			db.MustExec(t, "CREATE TRIGGER a2 AFTER INSERT ON t FOR EACH ROW INSERT INTO audit VALUES (NEW.id, 'a2')",
+				"INSERT INTO t (id, v) VALUES (1001, 1)", "DROP TABLE `_t_cutover`")
+		}
+	}
+	res, err := mustRunner(t, cfg).Run(context.Background())
+	if err != nil || !res.Swapped {
+		t.Fatalf("migrate: %v (swapped %v)", err, res.Swapped)
+	}
+	db.MustExec(t, "INSERT INTO t (id, v) VALUES (1002, 1)")
+	got := column(t, db, "SELECT CONCAT(id, what) FROM audit")
+	if want := []string{"1001a1", "1001a2", "1002a1", "1002a2"}; !slices.Equal(got, want) {
+		t.Errorf("audit rows %v, want %v: each insert through both triggers, before and after the swap", got, want)
+	}
+	if trs := allTriggers(t, db); !slices.Equal(trs, []string{res.OldTable + ".a1", res.OldTable + ".a2", "t._a1", "t._a2"}) {
+		t.Errorf("triggers after the migration: %v", trs)
+	}
+}

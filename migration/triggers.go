@@ -204,7 +204,14 @@ func (r *Runner) checkCopies(ctx context.Context, trs []schema.Trigger, order bo
 		return fmt.Sprintf("%s %s %s %s %d", name, t.Definer, t.Timing, t.Event, t.Order)
 	}
 	var got, want []string
+	// The copies are numbered 1, 2, ... in each timing and event, in the
+	// order of trs (the server's); the originals' numbers may count
+	// sluice's capture triggers between them (capture.go).
+	rank := map[string]int{}
 	for _, t := range trs {
+		k := t.Timing + " " + t.Event
+		rank[k]++
+		t.Order = rank[k]
 		want = append(want, line(schema.Toggled(t.Name), t))
 	}
 	for _, t := range on {
