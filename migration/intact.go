@@ -98,9 +98,12 @@ func (r *Runner) originalIntact(ctx context.Context, q dbconn.Querier) error {
 	if err != nil {
 		return err
 	}
+	r.ckptMu.Lock() // rebase may write it, from a checksum beside the index build
+	ref := r.tableID
+	r.ckptMu.Unlock()
 	// After a logged rebuild, before the cut-over, the id tells nothing: the
 	// tables are compared again first (compareAgainIfRebuilt).
-	if r.tableID != 0 && id != 0 && id != r.tableID && (!r.rebuilt() || r.atCutover.Load()) {
+	if ref != 0 && id != 0 && id != ref && (!r.rebuilt() || r.atCutover.Load()) {
 		if r.rebuilt() {
 			// Compared again just before the cut-over: this one came
 			// while it began.
