@@ -66,7 +66,7 @@ func (g *Guard) Run(ctx context.Context, what string, fn func(ctx context.Contex
 		log = slog.New(slog.DiscardHandler)
 	}
 	start := time.Now()
-	seen := &tracked{first: map[int64]time.Time{}, logged: map[int64]bool{}}
+	seen := &tracked{first: map[int64]time.Time{}, logged: map[int64]string{}}
 	var last Attempt
 	var waitingOut int64 // the blocker being waited out, to log it once
 	for attempt := 1; ; attempt++ {
@@ -273,10 +273,11 @@ func (g *Guard) poll() time.Duration {
 }
 
 // tracked remembers the blockers of one Run: when each was first seen, and
-// whether it was logged.
+// what was logged of it (why it is not killed: a blocker is logged again
+// when that changes, as when InnoDB lists its transaction only later).
 type tracked struct {
 	first  map[int64]time.Time
-	logged map[int64]bool
+	logged map[int64]string
 }
 
 // track records when each blocker was first seen, logs those that have been
@@ -294,13 +295,19 @@ func (g *Guard) track(ctx context.Context, p Policy, ss []Session, seen *tracked
 		present[s.ID] = true
 		first := blockingSince(seen.first[s.ID], s, now)
 		seen.first[s.ID] = first
-		if !seen.logged[s.ID] && max(s.HeldFor(), now.Sub(first)) >= p.Budget {
-			seen.logged[s.ID] = true
+		if max(s.HeldFor(), now.Sub(first)) >= p.Budget {
 			args := []any{"what", what, "blocker", s.String()}
-			if spare, why := p.Spares(s); spare && p.KillAfter > 0 {
+			spare, why := p.Spares(s)
+			if spare && p.KillAfter > 0 {
 				args = append(args, "not_killed", why)
 			}
-			log.Info("a session holds a metadata lock sluice needs; sluice waits for it", args...)
+			// The kind of reason, not its text: a growing row count is
+			// not worth a line each poll.
+			note := fmt.Sprint(spare, s.TrxUnknown, s.Explicit)
+			if prev, ok := seen.logged[s.ID]; !ok || prev != note {
+				seen.logged[s.ID] = note
+				log.Info("a session holds a metadata lock sluice needs; sluice waits for it", args...)
+			}
 		}
 		if kill, why := p.Kill(s, now.Sub(first)); kill && mayKill {
 			// The KILL, once decided, is not cut short by the attempt's end

@@ -1,6 +1,8 @@
 package mdl
 
 import (
+	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -167,5 +169,37 @@ func TestBlockingSince(t *testing.T) {
 	}
 	if got := blockingSince(time.Time{}, Session{}, t0); !got.Equal(t0) {
 		t.Errorf("first seen: %v", got)
+	}
+}
+
+// TestTrackLogsWhyOnceItIsKnown: a blocker whose transaction InnoDB does not
+// list yet is logged as one sluice cannot measure; once InnoDB lists it with
+// more rows than --kill-max-rows, the log says so too (the operator learns why
+// it is still spared), but its growing row count is not a line per poll.
+func TestTrackLogsWhyOnceItIsKnown(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	p := Policy{Budget: time.Second, KillAfter: time.Second, KillMaxRows: 1000}.WithDefaults()
+	g := &Guard{}
+	seen := &tracked{first: map[int64]time.Time{}, logged: map[int64]string{}}
+	s := Session{ID: 7, Command: "Sleep", Time: 3 * time.Second, Held: []string{"SHARED_WRITE"}, InTrx: true, TrxUnknown: true}
+	for _, step := range []func(){
+		func() {},
+		func() {},
+		func() { s.TrxUnknown, s.TrxAge, s.RowsModified = false, 3*time.Second, 3000 },
+		func() { s.RowsModified = 4000 },
+		func() { s.RowsModified = 5000 },
+	} {
+		step()
+		if got := g.track(context.Background(), p, []Session{s}, seen, log, "cut-over", false); len(got) != 1 {
+			t.Fatalf("the blocker is not returned: %v", got)
+		}
+	}
+	out := buf.String()
+	if n := strings.Count(out, "sluice waits for it"); n != 2 {
+		t.Errorf("logged %d times, want 2 (unknown, then its rows):\n%s", n, out)
+	}
+	if !strings.Contains(out, "could not be read") || !strings.Contains(out, "modified 3000 rows, more than --kill-max-rows=1000") {
+		t.Errorf("the log does not give both reasons:\n%s", out)
 	}
 }
