@@ -32,7 +32,7 @@ const headOptions = `(?:or\s+replace\s+)?(?:algorithm\s*=\s*[a-z]+\s+)?(?:define
 
 // account is a DEFINER: CURRENT_USER, or a user name and perhaps a host,
 // each quoted or plain.
-const account = `(?:current_user(?:\s*\(\s*\))?|` + accountPart + `(?:\s*@\s*` + accountPart + `)?|` + accountPart + `)`
+const account = `(?:current_user(?:\s*\(\s*\))?|` + accountPart + `(?:\s*@\s*` + accountPart + `)?)`
 
 const accountPart = "(?:`(?:[^`]|``)*`|'(?:[^'\\\\]|\\\\.|'')*'|\"(?:[^\"\\\\]|\\\\.|\"\")*\"|[0-9a-z_$.%\\-\u0080-\U0010ffff]+)"
 

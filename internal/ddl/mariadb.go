@@ -25,14 +25,14 @@ var parseErrAt = regexp.MustCompile(`^line (\d+) column (\d+) near "`)
 // parseReadingMariaDBTypes is parseOne, taking each of mariadbTypes where
 // the parser stops at it for its stand-in. stood is true when one was.
 func parseReadingMariaDBTypes(sql string) (stmt ast.StmtNode, stood bool, err error) {
-	first := ""
+	first := sql
 	for range 32 {
-		_, perr := ParseSQL(sql, 0)
+		stmts, perr := ParseSQL(sql, 0)
 		if perr == nil {
-			break
-		}
-		if first == "" {
-			first = sql
+			if len(stmts) != 1 {
+				break // parseOne says so
+			}
+			return stmts[0], stood, nil
 		}
 		next, ok := standInType(sql, perr.Error())
 		if !ok {
@@ -40,13 +40,9 @@ func parseReadingMariaDBTypes(sql string) (stmt ast.StmtNode, stood bool, err er
 		}
 		sql, stood = next, true
 	}
-	stmt, err = parseOne(sql)
-	if err != nil && first != "" {
-		// The parser's own word on the user's text.
-		stmt, err = parseOne(first)
-		return stmt, false, err
-	}
-	return stmt, stood, err
+	// The parser's own word on the user's text.
+	stmt, err = parseOne(first)
+	return stmt, false, err
 }
 
 // standInType returns sql with the MariaDB type name the parser stopped at
