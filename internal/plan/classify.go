@@ -154,6 +154,10 @@ var rules = []rule{
 	// MODIFY / CHANGE COLUMN
 	{"modify-same", "modify-column", func(c clause) bool { return sameType(c) && sameNull(c) && !moved(c) }, Instant,
 		"only the default or the comment changes", false},
+	{"modify-collation-indexed", "modify-column", func(c clause) bool { return collationOnly(c) && (c.table.Indexed(c.old.Name) || inPrimaryKey(c)) }, Copy,
+		"the collation of an indexed column changes, which the server does only by a table copy", false},
+	{"modify-collation", "modify-column", collationOnly, Inplace,
+		"only the collation of an unindexed column changes: metadata, in place", false},
 	{"modify-enum-append", "modify-column", func(c clause) bool { return enumAppend(c) && sameNull(c) && !moved(c) }, Instant,
 		"ENUM/SET values appended at the end, same storage size", false},
 	{"modify-varchar-widen", "modify-column", func(c clause) bool { return varcharWiden(c) && sameNull(c) && !moved(c) }, Inplace,
@@ -432,13 +436,20 @@ type ColType struct {
 	Unsigned bool
 	Elems    []string
 	Charset  string // empty when not given
+	// Collation is empty when not given (NewType) and for types without one.
+	Collation string
 }
 
 // NewType reduces a parsed column definition's type.
 func NewType(col *ast.ColumnDef) ColType {
 	ft := col.Tp
 	ct := ColType{Name: typeName(ft), Length: ft.GetFlen(), Scale: ft.GetDecimal(), Unsigned: mysql.HasUnsignedFlag(ft.GetFlag()),
-		Elems: ft.GetElems(), Charset: strings.ToLower(ft.GetCharset())}
+		Elems: ft.GetElems(), Charset: strings.ToLower(ft.GetCharset()), Collation: strings.ToLower(ft.GetCollate())}
+	for _, o := range col.Options {
+		if o.Tp == ast.ColumnOptionCollate {
+			ct.Collation = strings.ToLower(o.StrValue)
+		}
+	}
 	if ct.Length == types.UnspecifiedLength {
 		ct.Length = -1
 	}
@@ -450,7 +461,8 @@ func NewType(col *ast.ColumnDef) ColType {
 
 // OldType reduces an existing column's type (information_schema's COLUMN_TYPE).
 func OldType(c schema.Column) ColType {
-	ct := ColType{Name: c.DataType, Length: -1, Scale: -1, Unsigned: c.Unsigned, Charset: strings.ToLower(c.Charset)}
+	ct := ColType{Name: c.DataType, Length: -1, Scale: -1, Unsigned: c.Unsigned, Charset: strings.ToLower(c.Charset),
+		Collation: strings.ToLower(c.Collation)}
 	s := strings.ToLower(c.ColumnType)
 	if i := strings.IndexByte(s, '('); i >= 0 {
 		j := strings.LastIndexByte(s, ')')
@@ -480,8 +492,37 @@ func typeName(ft *types.FieldType) string {
 	return types.TypeToStr(ft.GetType(), ft.GetCharset())
 }
 
-// sameType reports whether the new definition keeps the column's type.
-func sameType(c clause) bool {
+// sameType reports whether the new definition keeps the column's type,
+// its collation included.
+func sameType(c clause) bool { return sameTypeButCollation(c) && !collationChanges(c) }
+
+// collationOnly: the new definition changes the column's collation and
+// nothing else.
+func collationOnly(c clause) bool {
+	return collationChanges(c) && sameTypeButCollation(c) && sameNull(c) && !moved(c) && !c.old.Generated
+}
+
+// collationChanges reports whether a text column's collation may change:
+// one named that differs, or the default one a column takes without COLLATE
+// (its character set's, or the table's without CHARACTER SET) when it
+// differs or sluice does not know it.
+func collationChanges(c clause) bool {
+	o, n := OldType(c.old), NewType(c.col)
+	if o.Charset == "" || o.Charset == "binary" || o.Collation == "" {
+		return false // no collation to keep; a change of type is seen elsewhere
+	}
+	coll := n.Collation
+	switch {
+	case coll != "":
+	case n.Charset != "":
+		coll = c.table.CharsetDefaults[n.Charset]
+	default:
+		coll = c.table.Collation
+	}
+	return coll != o.Collation
+}
+
+func sameTypeButCollation(c clause) bool {
 	o, n := OldType(c.old), NewType(c.col)
 	if o.Name != n.Name || o.Unsigned != n.Unsigned {
 		return false
@@ -531,7 +572,7 @@ func enumAppend(c clause) bool {
 	if o.Name != n.Name || (o.Name != "enum" && o.Name != "set") || len(n.Elems) <= len(o.Elems) {
 		return false
 	}
-	if n.Charset != "" && n.Charset != o.Charset {
+	if (n.Charset != "" && n.Charset != o.Charset) || collationChanges(c) {
 		return false
 	}
 	if !equalStrings(o.Elems, n.Elems[:len(o.Elems)]) {
@@ -577,7 +618,7 @@ func varcharGrows(c clause) bool {
 	if n.Charset == "" && o.Charset != "" && c.table.Charset != "" && o.Charset != c.table.Charset {
 		return false
 	}
-	return true
+	return !collationChanges(c)
 }
 
 // varcharWiden: a VARCHAR grows without crossing the 255-byte boundary that

@@ -61,6 +61,13 @@ var fixtures = map[string]string{
 		g INT AS (a + 1) VIRTUAL,
 		KEY kb (b)
 	) ENGINE=InnoDB`,
+	"strkey": `CREATE TABLE t (
+		id VARCHAR(20) NOT NULL PRIMARY KEY,
+		v VARCHAR(20) COLLATE utf8mb4_general_ci NULL,
+		w VARCHAR(20) NULL,
+		x VARCHAR(20) CHARACTER SET utf8mb4 NULL,
+		KEY kw (w)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 	"indexed": `CREATE TABLE t (
 		id BIGINT NOT NULL PRIMARY KEY,
 		a INT NOT NULL DEFAULT 0,
@@ -125,6 +132,20 @@ var ruleCases = []ruleCase{
 	{"main", "ALTER COLUMN u DROP DEFAULT", "set-default", 0, ""},
 	{"main", "MODIFY COLUMN a INT NOT NULL DEFAULT 9", "modify-same", 0, ""},
 	{"main", "MODIFY COLUMN e ENUM('x','y','z') NOT NULL DEFAULT 'x'", "modify-enum-append", 0, ""},
+	// Collations: named, the table's (no CHARACTER SET), the set's default
+	// (CHARACTER SET alone), unchanged.
+	{"main", "MODIFY COLUMN b VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL", "modify-collation", 0, my},
+	{"main", "MODIFY COLUMN b VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL", "mariadb-modify-collation", 0, ma},
+	{"main", "MODIFY COLUMN c VARCHAR(100) CHARACTER SET latin1 COLLATE latin1_bin NULL", "modify-collation-indexed", 0, my},
+	{"main", "MODIFY COLUMN c VARCHAR(100) CHARACTER SET latin1 COLLATE latin1_bin NULL", "mariadb-modify-collation-indexed", 0, ma},
+	{"strkey", "MODIFY COLUMN id VARCHAR(20) COLLATE utf8mb4_general_ci NOT NULL", "modify-collation-indexed", 0, my},
+	{"strkey", "MODIFY COLUMN id VARCHAR(20) COLLATE utf8mb4_general_ci NOT NULL", "mariadb-modify-collation-key", 0, ma},
+	{"strkey", "MODIFY COLUMN v VARCHAR(20) NULL", "modify-collation", 0, my},
+	{"strkey", "MODIFY COLUMN v VARCHAR(20) NULL", "mariadb-modify-collation", 0, ma},
+	{"strkey", "MODIFY COLUMN w VARCHAR(20) CHARACTER SET utf8mb4 NULL", "modify-collation-indexed", 0, my},
+	{"strkey", "MODIFY COLUMN w VARCHAR(20) CHARACTER SET utf8mb4 NULL", "mariadb-modify-collation-indexed", 0, ma},
+	{"strkey", "MODIFY COLUMN w VARCHAR(20) COLLATE utf8mb4_bin NULL DEFAULT 'p'", "modify-same", 0, ""},
+	{"strkey", "MODIFY COLUMN x VARCHAR(20) CHARACTER SET utf8mb4 NULL DEFAULT 'p'", "modify-same", 0, ""},
 	{"main", "MODIFY COLUMN s SET('p','q','r')", "modify-enum-append", 0, ""},
 	{"main", "MODIFY COLUMN b VARCHAR(60) CHARACTER SET utf8mb4 NULL", "modify-varchar-widen", 0, my},
 	{"main", "MODIFY COLUMN b VARCHAR(40)", "modify-varchar-widen", 0, my},
@@ -210,7 +231,7 @@ var conservative = map[string]bool{"mariadb-modify-null-virtual": true}
 var mysqlOnly = map[string]bool{
 	"add-column-row-versions": true, "drop-column-row-versions": true, "add-index-functional": true,
 	"index-visibility": true, "rename-index": true, "table-comment": true, "table-metadata": true,
-	"modify-varchar-widen": true, "modify-reorder": true,
+	"modify-varchar-widen": true, "modify-reorder": true, "modify-collation": true, "modify-collation-indexed": true,
 }
 
 // TestRulesAgreeWithServer asks the live server, for every rule, whether it

@@ -74,9 +74,15 @@ type Table struct {
 	Engine        string
 	RowFormat     string // Dynamic, Compact, Compressed, Redundant
 	Charset       string // the table's default character set
-	DataBytes     int64  // the clustered index (information_schema estimate)
-	IndexBytes    int64  // the secondary indexes (estimate)
-	Indexes       []Index
+	Collation     string // the table's default collation
+	// CharsetDefaults maps each character set to the collation the server
+	// gives a column declared with that set and no COLLATE (MariaDB's
+	// character_set_collations, MySQL's default_collation_for_utf8mb4 as
+	// sluice's own sessions have them).
+	CharsetDefaults map[string]string
+	DataBytes       int64 // the clustered index (information_schema estimate)
+	IndexBytes      int64 // the secondary indexes (estimate)
+	Indexes         []Index
 	// RowVersions is InnoDB's count of INSTANT column changes since the table
 	// was last rebuilt (at 64 the server refuses another); -1 when unknown.
 	RowVersions int
@@ -179,13 +185,13 @@ func (t *Table) Quoted() string { return dbconn.QuoteTable(t.Database, t.Name) }
 func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error) {
 	t := &Table{Database: database, Name: name}
 	var rows, dataLen, indexLen sql.NullInt64
-	var engine, rowFormat, charset sql.NullString
+	var engine, rowFormat, charset, collation sql.NullString
 	// The names as the server stores them: with lower_case_table_names=1 the
 	// server finds "Orders" as "orders", and the binlog and the metadata
 	// locks name it so.
-	err := db.QueryRowContext(ctx, `SELECT t.TABLE_SCHEMA, t.TABLE_NAME, t.TABLE_ROWS, t.ENGINE, t.ROW_FORMAT, t.DATA_LENGTH, t.INDEX_LENGTH, c.CHARACTER_SET_NAME
+	err := db.QueryRowContext(ctx, `SELECT t.TABLE_SCHEMA, t.TABLE_NAME, t.TABLE_ROWS, t.ENGINE, t.ROW_FORMAT, t.DATA_LENGTH, t.INDEX_LENGTH, c.CHARACTER_SET_NAME, t.TABLE_COLLATION
 		FROM information_schema.TABLES t LEFT JOIN information_schema.COLLATIONS c ON c.COLLATION_NAME = t.TABLE_COLLATION
-		WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ? AND t.TABLE_TYPE = 'BASE TABLE'`, database, name).Scan(&t.Database, &t.Name, &rows, &engine, &rowFormat, &dataLen, &indexLen, &charset)
+		WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ? AND t.TABLE_TYPE = 'BASE TABLE'`, database, name).Scan(&t.Database, &t.Name, &rows, &engine, &rowFormat, &dataLen, &indexLen, &charset, &collation)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notBaseTable(ctx, db, database, name)
 	}
@@ -196,6 +202,10 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 	t.EstimatedRows = rows.Int64
 	t.Engine = engine.String
 	t.RowFormat, t.DataBytes, t.IndexBytes, t.Charset = rowFormat.String, dataLen.Int64, indexLen.Int64, strings.ToLower(charset.String)
+	t.Collation = strings.ToLower(collation.String)
+	if t.CharsetDefaults, err = charsetDefaults(ctx, db); err != nil {
+		return nil, err
+	}
 
 	crows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE,
 			IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME, CHARACTER_MAXIMUM_LENGTH, EXTRA, COLUMN_DEFAULT,
@@ -382,4 +392,23 @@ func Members(columnType string) []string {
 		}
 	}
 	return out
+}
+
+// charsetDefaults reads the collation each character set gives a column
+// declared without COLLATE, on a session of the pool as sluice's DDL has it.
+func charsetDefaults(ctx context.Context, db *sql.DB) (map[string]string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT CHARACTER_SET_NAME, DEFAULT_COLLATE_NAME FROM information_schema.CHARACTER_SETS")
+	if err != nil {
+		return nil, fmt.Errorf("read the default collations: %w", err)
+	}
+	defer rows.Close()
+	m := map[string]string{}
+	for rows.Next() {
+		var cs, coll string
+		if err := rows.Scan(&cs, &coll); err != nil {
+			return nil, fmt.Errorf("read the default collations: %w", err)
+		}
+		m[strings.ToLower(cs)] = strings.ToLower(coll)
+	}
+	return m, rows.Err()
 }
