@@ -168,3 +168,41 @@ func TestApplyDuringCopyPadSpaceKey(t *testing.T) {
 		LPAD((((n-1) DIV 4) * 7919) % 10000019, 7, '0'), ELT((n-1) % 4 + 1, '', '\t', '\ta', '!  ')), n, REPEAT('f', n % 90)`
 	runApplyCopy(t, db, w, applyCopyRows, fill, "MODIFY v BIGINT NOT NULL", "HEX(k), v, pad", "k, HEX(k)")
 }
+
+// TestInvisibleColumns: a table with an INVISIBLE column, changed by a copy
+// that adds another and (on MySQL) hides one more with ALTER COLUMN ... SET
+// INVISIBLE, under writers that insert and update the hidden column: its
+// values are copied and applied like any other, and the columns stay hidden.
+func TestInvisibleColumns(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, `CREATE TABLE inv (id BIGINT NOT NULL PRIMARY KEY, v INT NOT NULL,
+		pad VARCHAR(100) INVISIBLE DEFAULT 'd', w INT DEFAULT 3)`)
+	w := &workload{
+		table: "inv", pk: []string{"id"}, writers: 6,
+		key:    func(n int64) []any { return []any{n} },
+		cols:   []string{"v", "pad"},
+		gen:    func(r *rand.Rand, n int64) []any { return []any{r.IntN(1e6), strings.Repeat("p", r.IntN(90))} },
+		update: applyCopyUpdates,
+	}
+	alter := "MODIFY v BIGINT NOT NULL, ADD COLUMN m INT INVISIBLE DEFAULT 7, MODIFY pad VARCHAR(120) INVISIBLE DEFAULT 'd'"
+	if db.Flavor == dbconn.MySQL {
+		alter += ", ALTER COLUMN w SET INVISIBLE"
+	}
+	migrateUnderWorkload(t, db, w, applyCopyRows, "n - 1, n, n % 5", alter, "id, v, pad, w", "id", nil)
+	var hidden string
+	if err := db.QueryRow(`SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY COLUMN_NAME) FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'inv' AND EXTRA LIKE '%INVISIBLE%'`).Scan(&hidden); err != nil {
+		t.Fatal(err)
+	}
+	want := "m,pad"
+	if db.Flavor == dbconn.MySQL {
+		want = "m,pad,w"
+	}
+	if hidden != want {
+		t.Errorf("hidden columns %q, want %q", hidden, want)
+	}
+	var n, sevens int
+	if err := db.QueryRow("SELECT COUNT(*), SUM(m = 7) FROM inv").Scan(&n, &sevens); err != nil || n == 0 || sevens != n {
+		t.Errorf("the added column: %d of %d rows hold its default (%v)", sevens, n, err)
+	}
+}

@@ -67,6 +67,9 @@ func Text(spec *ast.AlterTableSpec) string {
 	if spec.Tp == ast.AlterTableForce {
 		return "FORCE" // the parser restores it as a comment that it is not supported
 	}
+	if v := SetVisibility(spec); v != "" {
+		return "ALTER COLUMN " + dbconn.QuoteIdent(spec.NewColumns[0].Name.Name.O) + " SET " + v
+	}
 	var b strings.Builder
 	if err := spec.Restore(format.NewRestoreCtx(format.DefaultRestoreFlags|format.RestoreStringWithoutCharset, &b)); err != nil {
 		return fmt.Sprintf("(clause %d)", spec.Tp)

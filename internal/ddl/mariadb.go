@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
@@ -34,11 +35,11 @@ func parseReadingMariaDBTypes(sql string) (stmt ast.StmtNode, stood bool, err er
 			}
 			return stmts[0], stood, nil
 		}
-		next, ok := standInType(sql, perr.Error())
+		next, typ, ok := standInType(sql, perr.Error())
 		if !ok {
 			break
 		}
-		sql, stood = next, true
+		sql, stood = next, stood || typ
 	}
 	// The parser's own word on the user's text.
 	stmt, err = parseOne(first)
@@ -47,10 +48,17 @@ func parseReadingMariaDBTypes(sql string) (stmt ast.StmtNode, stood bool, err er
 
 // standInType returns sql with the MariaDB type name the parser stopped at
 // (msg is its error) read as its stand-in, or false if it stopped elsewhere.
-func standInType(sql, msg string) (string, bool) {
+//
+// A column's visibility (INVISIBLE, VISIBLE; MySQL's ALTER COLUMN ... SET
+// INVISIBLE) is unknown to the parser too. sluice takes nothing from it: the
+// copy and the checksum name every column, hidden or not. The word is left
+// out of what is parsed (SET [IN]VISIBLE is read as a SET DEFAULT of a mark,
+// an ALTER COLUMN that changes only metadata, as it does, and Text prints it
+// back); typ is false then.
+func standInType(sql, msg string) (next string, typ, ok bool) {
 	m := parseErrAt.FindStringSubmatch(msg)
 	if m == nil {
-		return "", false
+		return "", false, false
 	}
 	line, _ := strconv.Atoi(m[1])
 	col, _ := strconv.Atoi(m[2])
@@ -58,7 +66,7 @@ func standInType(sql, msg string) (string, bool) {
 	for l := 1; l < line; l++ {
 		i := strings.IndexByte(sql[start:], '\n')
 		if i < 0 {
-			return "", false
+			return "", false, false
 		}
 		start += i + 1
 	}
@@ -67,20 +75,47 @@ func standInType(sql, msg string) (string, bool) {
 		end-- // past the first line the parser counts from the newline
 	}
 	if end > len(sql) {
-		return "", false
+		return "", false, false
 	}
 	begin := end
 	for begin > start && isIdentByte(sql[begin-1]) {
 		begin--
 	}
-	standIn, ok := mariadbTypes[strings.ToLower(sql[begin:end])]
+	word := strings.ToLower(sql[begin:end])
 	// A type name follows a space or an opening parenthesis, never a dot or
 	// a quote; the error's text begins with it.
-	if !ok || begin == 0 || !strings.ContainsRune(" \t\r\n(", rune(sql[begin-1])) ||
-		!strings.HasPrefix(strings.ToLower(msg[len(m[0]):]), strings.ToLower(sql[begin:end])) {
-		return "", false
+	if begin == 0 || !strings.ContainsRune(" \t\r\n(", rune(sql[begin-1])) ||
+		!strings.HasPrefix(strings.ToLower(msg[len(m[0]):]), word) {
+		return "", false, false
 	}
-	return sql[:begin] + standIn + sql[end:], true
+	if standIn, ok := mariadbTypes[word]; ok {
+		return sql[:begin] + standIn + sql[end:], true, true
+	}
+	if word != "invisible" && word != "visible" {
+		return "", false, false
+	}
+	if before := strings.TrimRightFunc(sql[:begin], unicode.IsSpace); len(before) >= 4 &&
+		strings.EqualFold(before[len(before)-3:], "set") && !isIdentByte(before[len(before)-4]) {
+		return sql[:begin] + "DEFAULT '" + visibilityMark + word + "'" + sql[end:], false, true
+	}
+	return sql[:begin] + sql[end:], false, true
+}
+
+// visibilityMark begins the default that stands in for SET [IN]VISIBLE.
+const visibilityMark = "sluice-column-visibility:"
+
+// SetVisibility returns INVISIBLE or VISIBLE for an ALTER COLUMN read from
+// SET [IN]VISIBLE, or "".
+func SetVisibility(spec *ast.AlterTableSpec) string {
+	if spec.Tp != ast.AlterTableAlterColumn || len(spec.NewColumns) != 1 || len(spec.NewColumns[0].Options) != 1 {
+		return ""
+	}
+	o := spec.NewColumns[0].Options[0]
+	v, ok := o.Expr.(interface{ GetString() string })
+	if !ok || !strings.HasPrefix(v.GetString(), visibilityMark) {
+		return ""
+	}
+	return strings.ToUpper(strings.TrimPrefix(v.GetString(), visibilityMark))
 }
 
 func isIdentByte(b byte) bool {

@@ -2,6 +2,7 @@ package ddl
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -68,4 +69,58 @@ func sorted(s []string) []string {
 		}
 	}
 	return out
+}
+
+// TestColumnVisibility: INVISIBLE and VISIBLE columns (MySQL 8.0.23+,
+// MariaDB 10.3+) and MySQL's ALTER COLUMN ... SET [IN]VISIBLE, unknown to the
+// parser, are read, in MODIFY and CHANGE too, and the clause sent to the
+// server keeps them; a word the parser stops at for another reason is still
+// refused.
+func TestColumnVisibility(t *testing.T) {
+	for clause, want := range map[string]string{
+		"ADD COLUMN m INT INVISIBLE":                               "added m",
+		"ADD COLUMN m INT INVISIBLE DEFAULT 5, ADD INDEX (m)":      "added m",
+		"ADD COLUMN (m INT NOT NULL INVISIBLE, n INT VISIBLE)":     "added m n",
+		"MODIFY b INT INVISIBLE":                                   "spec 1",
+		"CHANGE b c INT\nVISIBLE":                                  "renamed b c",
+		"ALTER COLUMN b SET INVISIBLE, ALTER COLUMN a SET VISIBLE": "spec 2",
+		"ALTER TABLE db.t ALTER COLUMN b set invisible":            "spec 1",
+		"ADD COLUMN u UUID INVISIBLE":                              "added u",
+	} {
+		a, err := Parse(clause)
+		if err != nil {
+			t.Errorf("%q: %v", clause, err)
+			continue
+		}
+		var got []string
+		for n := range a.Added {
+			got = append(got, n)
+		}
+		got = sorted(got)
+		switch {
+		case strings.HasPrefix(want, "added "):
+			if strings.Join(got, " ") != strings.TrimPrefix(want, "added ") {
+				t.Errorf("%q: added %v, want %s", clause, got, want)
+			}
+		case strings.HasPrefix(want, "renamed "):
+			if a.Renames["b"] != "c" {
+				t.Errorf("%q: renames %v", clause, a.Renames)
+			}
+		default:
+			if fmt.Sprintf("spec %d", len(a.Specs)) != want {
+				t.Errorf("%q: %d parts, want %s", clause, len(a.Specs), want)
+			}
+		}
+		if strings.HasPrefix(clause, "ALTER") && !strings.Contains(Text(a.Specs[0]), "SET INVISIBLE") {
+			t.Errorf("%q: printed as %q", clause, Text(a.Specs[0]))
+		}
+		if !strings.Contains(strings.ToLower(a.Clause), "visible") {
+			t.Errorf("%q: the clause sent to the server lost the visibility: %q", clause, a.Clause)
+		}
+	}
+	for _, clause := range []string{"ADD COLUMN m INT INVISIBLEX", "ADD COLUMN m INVISIBLE"} {
+		if _, err := Parse(clause); !errors.Is(err, ErrInvalid) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v, want one line refusing it", clause, err)
+		}
+	}
 }

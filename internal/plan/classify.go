@@ -150,6 +150,7 @@ var rules = []rule{
 
 	// ALTER COLUMN SET/DROP DEFAULT
 	{"set-default", "set-default", always, Instant, "a column default is only metadata", false},
+	{"set-visibility", "set-visibility", always, Instant, "a column's visibility is only metadata", false},
 
 	// MODIFY / CHANGE COLUMN
 	{"modify-same", "modify-column", func(c clause) bool { return sameType(c) && sameNull(c) && !moved(c) }, Instant,
@@ -292,6 +293,9 @@ func clausesOf(spec *ast.AlterTableSpec, t *schema.Table, srv Server) []clause {
 		}
 		return []clause{c}
 	case ast.AlterTableAlterColumn:
+		if ddl.SetVisibility(spec) != "" {
+			return []clause{with("set-visibility")}
+		}
 		return []clause{with("set-default")}
 	case ast.AlterTableAddConstraint:
 		switch spec.Constraint.Tp {

@@ -132,6 +132,7 @@ var ruleCases = []ruleCase{
 	{"main", "ALTER COLUMN u DROP DEFAULT", "set-default", 0, ""},
 	{"main", "MODIFY COLUMN a INT NOT NULL DEFAULT 9", "modify-same", 0, ""},
 	{"main", "MODIFY COLUMN e ENUM('x','y','z') NOT NULL DEFAULT 'x'", "modify-enum-append", 0, ""},
+	{"main", "ALTER COLUMN u SET INVISIBLE", "set-visibility", 0, my},
 	// Collations: named, the table's (no CHARACTER SET), the set's default
 	// (CHARACTER SET alone), unchanged.
 	{"main", "MODIFY COLUMN b VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL", "modify-collation", 0, my},
@@ -232,6 +233,7 @@ var mysqlOnly = map[string]bool{
 	"add-column-row-versions": true, "drop-column-row-versions": true, "add-index-functional": true,
 	"index-visibility": true, "rename-index": true, "table-comment": true, "table-metadata": true,
 	"modify-varchar-widen": true, "modify-reorder": true, "modify-collation": true, "modify-collation-indexed": true,
+	"set-visibility": true,
 }
 
 // TestRulesAgreeWithServer asks the live server, for every rule, whether it
