@@ -32,6 +32,7 @@ type workload struct {
 	logs      [][]stmt
 	ops       atomic.Int64
 	deadlocks atomic.Int64
+	halt      atomic.Bool // writers stop at their next statement
 	live      []map[int64]bool
 	next      []int64
 }
@@ -142,6 +143,9 @@ func (w *workload) run(t *testing.T, db *testdb.DB, stop <-chan struct{}) (wait 
 				case <-ended:
 					return
 				default:
+				}
+				if w.halt.Load() {
+					return
 				}
 				s, ok := w.pick(r, i)
 				if !ok {

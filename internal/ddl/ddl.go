@@ -74,7 +74,8 @@ func Text(spec *ast.AlterTableSpec) string {
 	if err := spec.Restore(format.NewRestoreCtx(format.DefaultRestoreFlags|format.RestoreStringWithoutCharset, &b)); err != nil {
 		return fmt.Sprintf("(clause %d)", spec.Tp)
 	}
-	return b.String()
+	// DEFAULT (a + 1) as written, not as read (defaultexpr.go).
+	return strings.ReplaceAll(b.String(), strings.ToUpper(defaultExprFunc)+"(", "(")
 }
 
 // ErrInvalid wraps every reason Parse refuses a clause.

@@ -81,6 +81,9 @@ func standInType(sql, msg string) (next string, typ, ok bool) {
 	for begin > start && isIdentByte(sql[begin-1]) {
 		begin--
 	}
+	if next, ok := wrapDefaultExpr(sql, end); ok {
+		return next, false, true
+	}
 	word := strings.ToLower(sql[begin:end])
 	// A type name follows a space or an opening parenthesis, never a dot or
 	// a quote; the error's text begins with it.

@@ -170,3 +170,50 @@ func (f *funcCalls) Enter(n ast.Node) (ast.Node, bool) {
 }
 
 func (f *funcCalls) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// DefaultExpression reports whether a column definition's DEFAULT is an
+// expression rather than a literal (a negative number included) or the
+// current time written alone, and whether that expression reads the row's
+// other columns or a volatile function. A literal in parentheses is taken
+// for a literal: the parser does not keep the parentheses.
+func DefaultExpression(col *ast.ColumnDef) (expr, rowOrVolatile bool) {
+	for _, o := range col.Options {
+		if o.Tp != ast.ColumnOptionDefaultValue || o.Expr == nil {
+			continue
+		}
+		switch e := o.Expr.(type) {
+		case ast.ValueExpr:
+			return false, false
+		case *ast.UnaryOperationExpr:
+			if _, ok := e.V.(ast.ValueExpr); ok {
+				return false, false
+			}
+		case *ast.FuncCallExpr:
+			switch e.FnName.L {
+			case "current_timestamp", "now", "localtime", "localtimestamp":
+				return false, false
+			}
+		}
+		var r rowReads
+		o.Expr.Accept(&r)
+		return true, bool(r)
+	}
+	return false, false
+}
+
+// rowReads is set by a column reference or a volatile function call.
+type rowReads bool
+
+func (r *rowReads) Enter(n ast.Node) (ast.Node, bool) {
+	switch n := n.(type) {
+	case *ast.ColumnNameExpr:
+		*r = true
+	case *ast.FuncCallExpr:
+		if _, ok := volatileFuncs[n.FnName.L]; ok {
+			*r = true
+		}
+	}
+	return n, false
+}
+
+func (r *rowReads) Leave(n ast.Node) (ast.Node, bool) { return n, true }

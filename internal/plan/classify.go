@@ -116,6 +116,10 @@ var rules = []rule{
 	}, Rebuild, "a column added with a key rebuilds the table", true},
 	{"add-column-stored", "add-column", func(c clause) bool { return storedGenerated(c.col) }, Copy,
 		"a STORED generated column is computed for every row by a table copy", false},
+	{"add-column-expression-default", "add-column", func(c clause) bool {
+		expr, reads := ddl.DefaultExpression(c.col)
+		return expr && (reads || !c.srv.MariaDB)
+	}, Copy, "a column whose DEFAULT is an expression is added only by a table copy (MariaDB adds one of constants INSTANT)", false},
 	{"add-column-virtual", "add-column", func(c clause) bool { return generated(c.col) }, Instant,
 		"a VIRTUAL column is only metadata", false},
 	{"add-column-fulltext-table", "add-column", func(c clause) bool { return c.table.HasIndexKind("FULLTEXT") }, Copy,

@@ -114,6 +114,11 @@ var ruleCases = []ruleCase{
 	{"main", "ADD COLUMN n INT UNIQUE", "add-column-with-key", 0, ""},
 	{"main", "ADD COLUMN n INT AS (a + 5) STORED", "add-column-stored", 0, ""},
 	{"main", "ADD COLUMN n INT AS (a + 5) VIRTUAL", "add-column-virtual", 0, ""},
+	{"plain", "ADD COLUMN n INT DEFAULT (a + 1)", "add-column-expression-default", 0, ""},
+	{"plain", "ADD COLUMN n VARCHAR(40) DEFAULT (UUID())", "add-column-expression-default", 0, ma}, // MySQL: unsafe for the binlog
+	{"plain", "ADD COLUMN n VARCHAR(40) DEFAULT (CONCAT('a', 'b'))", "add-column-expression-default", 0, my},
+	{"plain", "ADD COLUMN n VARCHAR(40) DEFAULT (CONCAT('a', 'b'))", "add-column", 0, ma},
+	{"plain", "ADD COLUMN n DATETIME DEFAULT CURRENT_TIMESTAMP", "add-column", 0, ""},
 	{"fulltext", "ADD COLUMN n INT", "add-column-fulltext-table", 0, ""},
 	{"compressed", "ADD COLUMN n INT", "add-column-compressed", 0, ""},
 	{"main", "ADD COLUMN n INT", "add-column-row-versions", 255, my},
