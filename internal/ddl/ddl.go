@@ -10,6 +10,7 @@ package ddl
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode"
 
@@ -78,6 +79,10 @@ func Text(spec *ast.AlterTableSpec) string {
 	return strings.ReplaceAll(b.String(), strings.ToUpper(defaultExprFunc)+"(", "(")
 }
 
+// statementHead matches the head of a whole ALTER TABLE statement, up to
+// the table's name; its second group is IGNORE.
+var statementHead = regexp.MustCompile(`(?is)^ALTER\s+(ONLINE\s+)?(IGNORE\s+)?TABLE\s+(IF\s+EXISTS\s+)?`)
+
 // ErrInvalid wraps every reason Parse refuses a clause.
 var ErrInvalid = errors.New("invalid ALTER")
 
@@ -96,8 +101,14 @@ func Parse(clause string) (*Alter, error) {
 		return nil, err
 	}
 	var named *ast.TableName
-	if strings.HasPrefix(strings.ToUpper(c), "ALTER TABLE") {
-		// A whole statement: check it parses, then keep what follows the name.
+	if m := statementHead.FindStringSubmatch(c); m != nil {
+		if m[2] != "" {
+			return nil, fmt.Errorf("%w: ALTER IGNORE TABLE drops the rows that collide under a new unique key, and sluice never drops a row: remove IGNORE (the run then stops on such rows, the table as it was)", ErrInvalid)
+		}
+		// A whole statement: check it parses, then keep what follows the
+		// name. ONLINE (MariaDB: refuse to block writes, which sluice never
+		// does) and IF EXISTS (the table must exist) change nothing here.
+		c = "ALTER TABLE " + c[len(m[0]):]
 		stmt, _, err := parseReadingMariaDBTypes(c)
 		if err != nil {
 			return nil, err

@@ -67,6 +67,11 @@ func TestNamesOther(t *testing.T) {
 		{"ALTER TABLE `t u` ADD INDEX k (c)", "d", "t u", false, false},
 		{"ALTER TABLE `ſ` ADD COLUMN x INT", "d", "s", true, true}, // two tables to the server
 		{"ALTER TABLE `Σ` ADD COLUMN x INT", "d", "σ", true, false},
+		// Heads the server takes: IF EXISTS, MariaDB's ONLINE, any spacing.
+		{"ALTER TABLE IF EXISTS t ADD INDEX k (c)", "d", "t", false, false},
+		{"ALTER ONLINE TABLE d.t ADD INDEX k (c)", "d", "t", false, false},
+		{"alter  online\ttable if  exists u add index k (c)", "d", "t", false, true},
+		{"ALTER TABLE `if` ADD COLUMN x INT", "d", "if", false, false},
 	} {
 		a, err := Parse(c.alter)
 		if err != nil {
@@ -75,6 +80,17 @@ func TestNamesOther(t *testing.T) {
 		err = a.NamesOther(c.db, c.table, c.fold)
 		if (err != nil) != c.other || err != nil && !errors.Is(err, ErrInvalid) {
 			t.Errorf("%q on %s.%s (fold %v): %v, want another table: %v", c.alter, c.db, c.table, c.fold, err, c.other)
+		}
+	}
+}
+
+// TestAlterIgnoreRefused: ALTER IGNORE TABLE drops colliding rows; sluice
+// refuses it in one line whatever the spelling.
+func TestAlterIgnoreRefused(t *testing.T) {
+	for _, c := range []string{"ALTER IGNORE TABLE t ADD UNIQUE (a)", "alter online ignore table d.t add unique (a)", "ALTER\nIGNORE TABLE t FORCE"} {
+		_, err := Parse(c)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "never drops a row") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v", c, err)
 		}
 	}
 }
