@@ -738,8 +738,12 @@ func (r *Runner) openSnapshots(ctx context.Context) (*snapshots, error) {
 func (r *Runner) compare(ctx context.Context, conns []*sql.Conn) error {
 	res, err := checksum.Compare(ctx, conns, checksum.Config{Mapping: r.mapping, Key: r.key})
 	r.res.ChecksumRows, r.res.ChecksumChunks, r.res.ChecksumSkipped = res.Rows, res.Chunks, res.Skipped
-	if err != nil {
+	if errors.Is(err, checksum.ErrMismatch) {
 		return fmt.Errorf("the shadow table does not match the original, so there is no cut-over: %w", err)
+	}
+	if err != nil {
+		// A lock wait, a lost connection: no verdict on the tables.
+		return fmt.Errorf("the checksum could not finish, so there is no cut-over (the tables were not found to differ): %w", err)
 	}
 	if len(res.Skipped) > 0 {
 		r.log.Warn("the checksum compared only whether these columns are NULL: their type change has no exact SQL form", "columns", strings.Join(res.Skipped, ","))
