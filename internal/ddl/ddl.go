@@ -310,11 +310,12 @@ func parseOne(sql string) (ast.StmtNode, error) {
 		if i := strings.Index(msg, "\n"); i > 0 {
 			msg = msg[:i]
 		}
+		msg = strings.TrimSpace(msg)
 		cause := errors.New(msg)
 		if errors.Is(err, ErrUnknownName) {
 			cause = nameErr{msg}
 		}
-		return nil, fmt.Errorf("%w: cannot parse the ALTER clause: %w", ErrInvalid, cause)
+		return nil, fmt.Errorf("%w: cannot parse the ALTER clause: %w (if it is not a typo, it is syntax sluice cannot read yet: run that change with the server's own ALTER TABLE)", ErrInvalid, cause)
 	}
 	if len(stmts) != 1 {
 		return nil, fmt.Errorf("%w: the ALTER clause must be a single statement, found %d", ErrInvalid, len(stmts))
