@@ -69,9 +69,13 @@ func (r *Runner) deferIndexes(ctx context.Context, uniqueOnly bool) error {
 	if err != nil {
 		return err
 	}
-	keys := r.secondaryKeys(ddl)
+	all := r.secondaryKeys(ddl)
+	keys := all
 	if uniqueOnly {
-		keys = slices.DeleteFunc(keys, func(k schema.KeyDef) bool { return !k.Unique })
+		keys = slices.DeleteFunc(slices.Clone(all), func(k schema.KeyDef) bool { return !k.Unique })
+	}
+	if keys, err = r.keepAutoIncrementKey(all, keys); err != nil {
+		return err
 	}
 	if len(keys) == 0 {
 		return nil
@@ -88,6 +92,47 @@ func (r *Runner) deferIndexes(ctx context.Context, uniqueOnly bool) error {
 	r.deferred = keys
 	r.log.Info("secondary indexes will be built after the copy", "indexes", strings.Join(names, ","))
 	return nil
+}
+
+// keepAutoIncrementKey returns drop without the plain index the shadow's
+// AUTO_INCREMENT column needs: InnoDB wants that column first in some index,
+// and refuses to drop the last one (a key (tenant, id) with KEY (id) for its
+// id). Where only unique indexes begin with it, which are built after the
+// copy, it refuses in one line.
+func (r *Runner) keepAutoIncrementKey(all, drop []schema.KeyDef) ([]schema.KeyDef, error) {
+	if r.shadow == nil {
+		return drop, nil
+	}
+	auto := ""
+	for _, c := range r.shadow.Columns {
+		if c.AutoInc {
+			auto = c.Name
+		}
+	}
+	first := func(name string) bool {
+		ix, ok := r.shadow.Index(name)
+		return ok && len(ix.Columns) > 0 && dbconn.SameName(ix.Columns[0], auto) && !(len(ix.Prefixed) > 0 && ix.Prefixed[0])
+	}
+	if auto == "" || len(r.shadow.PrimaryKey) > 0 && dbconn.SameName(r.shadow.PrimaryKey[0], auto) {
+		return drop, nil
+	}
+	var unique string
+	for _, k := range all {
+		switch {
+		case !first(k.Name):
+		case !slices.ContainsFunc(drop, func(d schema.KeyDef) bool { return d.Name == k.Name }):
+			return drop, nil // one stays
+		case !k.Unique:
+			return slices.DeleteFunc(slices.Clone(drop), func(d schema.KeyDef) bool { return d.Name == k.Name }), nil
+		default:
+			unique = k.Name
+		}
+	}
+	if unique == "" {
+		return drop, nil // the primary key or the row key holds it, or the server will say
+	}
+	return nil, preflightErr("the AUTO_INCREMENT column %s begins only unique index %s, which sluice builds after the copy, and InnoDB needs it first in some index meanwhile: add a plain index on it in the same ALTER (ADD KEY (%s)), or run this ALTER with the server's own ALTER TABLE",
+		auto, unique, dbconn.QuoteIdent(auto))
 }
 
 // dropBuiltUnique drops the unique indexes among have (the shadow's) and adds
