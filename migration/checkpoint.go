@@ -79,11 +79,8 @@ type checkpoint struct {
 	CaptureStamp string `json:"capture_stamp,omitempty"`
 	// Rebuilt: a logged OPTIMIZE or REPAIR gave the original another InnoDB
 	// id since the binlog capture started (intact.go).
-	Rebuilt bool `json:"rebuilt,omitempty"`
-	// Clock is the moment (Unix time) the new columns' current-time
-	// defaults take in every row (clock.go).
-	Clock string    `json:"clock,omitempty"`
-	At    time.Time `json:"at"`
+	Rebuilt bool      `json:"rebuilt,omitempty"`
+	At      time.Time `json:"at"`
 	// Run is the RunID of the run that wrote it: a statement of that run
 	// may still run on the server after sluice died (resume.go ends them).
 	Run string `json:"run"`

@@ -663,7 +663,7 @@ func sameKey(a, b []string) bool {
 // draws anew at each insert (UUID(), RAND(), AUTO_INCREMENT...): the copy
 // inserts a row again each time the application changes it, so such a value
 // would change under the application. A default of the current time is
-// accepted: every row gets the migration's one moment (clock.go).
+// accepted: a row gets the time it was last copied.
 func (r *Runner) checkVolatile() error {
 	for _, v := range r.alter.NonDeterministic {
 		if v.Kind == ddl.VolatileTime {

@@ -35,8 +35,6 @@ type Runner struct {
 	log *slog.Logger
 
 	db      *sql.DB
-	wdb     *sql.DB // the sessions that write the new table (clock.go)
-	clock   string  // the moment their clock stands at, if it does
 	alter   *ddl.Alter
 	orig    *schema.Table
 	shadow  *schema.Table
@@ -302,7 +300,6 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 	case r.lockLost.Load():
 		// Another run may be at work on them.
 		r.log.Warn("the migration's lock is lost: every table is left as it is")
-		r.closeWriters()
 		r.db.Close()
 		return errors.Join(errs...)
 	case keep:
@@ -349,7 +346,6 @@ func (r *Runner) teardown(ctx context.Context, runErr error) error {
 	}
 	if r.db != nil {
 		r.releaseRunLock(cctx)
-		r.closeWriters()
 		r.db.Close()
 	}
 	return errors.Join(errs...)
@@ -420,10 +416,7 @@ func (r *Runner) startCapture(ctx context.Context, cancel context.CancelCauseFun
 		}
 		live.Store(r.streamer)
 	}
-	if err := r.openWriters(ctx); err != nil {
-		return err
-	}
-	r.applier, err = apply.New(apply.Config{DB: r.wdb, Mapping: r.mapping, Key: r.key, Workers: r.cfg.ApplyWorkers, Flavor: r.vars.Flavor,
+	r.applier, err = apply.New(apply.Config{DB: r.db, Mapping: r.mapping, Key: r.key, Workers: r.cfg.ApplyWorkers, Flavor: r.vars.Flavor,
 		Settle: r.settleConflict}, r.sched)
 	if err != nil {
 		return err
@@ -537,7 +530,7 @@ func (r *Runner) copyRows(ctx context.Context) error {
 		return err
 	}
 	c, err := copier.New(copier.Config{
-		DB: r.wdb, Mapping: r.mapping, Key: r.key, Workers: max(r.copyThreads(), 1), MaxWorkers: maxThreads,
+		DB: r.db, Mapping: r.mapping, Key: r.key, Workers: max(r.copyThreads(), 1), MaxWorkers: maxThreads,
 		Chunk:  chunk.Config{Target: r.live.get().chunkTime, Limit: r.chunkLimit},
 		Spans:  r.sched,
 		Gate:   r.throttle,
@@ -613,12 +606,7 @@ func (r *Runner) applyLocked(ctx context.Context, conn *sql.Conn) error {
 	if _, err := conn.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
 		return err
 	}
-	restart, err := r.stopClock(ctx, conn)
-	if err != nil {
-		return err
-	}
-	err = r.applier.ApplyLocked(ctx, conn)
-	restart()
+	err := r.applier.ApplyLocked(ctx, conn)
 	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION innodb_lock_wait_timeout = "+dbconn.SessionSettings["innodb_lock_wait_timeout"]); rerr != nil && err == nil {
 		err = rerr
 	}

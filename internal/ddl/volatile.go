@@ -99,12 +99,8 @@ var volatileFuncs = map[string]VolatileKind{
 
 	"nextval": VolatileSequence,
 
-	// SYSDATE() reads the clock at each call, not the statement's time,
-	// which sluice's writing sessions hold at one moment (VolatileTime):
-	// each copy of a row would get another value, as with RAND().
-
 	"now": VolatileTime, "current_timestamp": VolatileTime, "localtime": VolatileTime, "localtimestamp": VolatileTime,
-	"sysdate": VolatileRandom, "curdate": VolatileTime, "current_date": VolatileTime, "curtime": VolatileTime,
+	"sysdate": VolatileTime, "curdate": VolatileTime, "current_date": VolatileTime, "curtime": VolatileTime,
 	"current_time": VolatileTime, "utc_date": VolatileTime, "utc_time": VolatileTime, "utc_timestamp": VolatileTime,
 	"unix_timestamp": VolatileTime,
 

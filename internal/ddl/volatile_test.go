@@ -131,7 +131,7 @@ func TestNonDeterministic(t *testing.T) {
 // reported.
 func TestNonDeterministicRefusedOrReported(t *testing.T) {
 	cases := []struct{ alter, want string }{
-		{"ADD COLUMN t DATETIME DEFAULT (SYSDATE())", "t random SYSDATE()"},
+		{"ADD COLUMN t DATETIME DEFAULT (SYSDATE())", "t time SYSDATE()"},
 		{"ADD COLUMN t DATETIME DEFAULT (UTC_TIMESTAMP())", "t time UTC_TIMESTAMP()"},
 		{"ADD COLUMN t DATE DEFAULT (UTC_DATE())", "t time UTC_DATE()"},
 		{"ADD COLUMN t TIME DEFAULT (CURTIME())", "t time CURTIME()"},
