@@ -688,10 +688,23 @@ func (r *Runner) checkShadowVolatile() error {
 	for _, p := range r.mapping.Pairs {
 		paired[p.To.Name] = true
 	}
+	var now []string
+	for _, v := range r.alter.NonDeterministic {
+		if v.Kind == ddl.VolatileTime && !slices.ContainsFunc(now, func(n string) bool { return dbconn.SameName(n, v.Column) }) {
+			now = append(now, v.Column)
+		}
+	}
 	for _, c := range r.shadow.Columns {
 		if !paired[c.Name] && c.AutoInc {
 			return preflightErr("the new column %s is AUTO_INCREMENT: sluice would number a row anew each time it copies it; add it with ALTER TABLE directly (it blocks writes), or add a plain column, fill it, then make it AUTO_INCREMENT", c.Name)
 		}
+		if !paired[c.Name] && c.DefaultNow && !slices.ContainsFunc(now, func(n string) bool { return dbconn.SameName(n, c.Name) }) {
+			now = append(now, c.Name) // a default the server gave (explicit_defaults_for_timestamp=OFF)
+		}
+	}
+	if len(now) > 0 {
+		r.log.Warn("new columns take the current time as sluice copies each row: a row holds the time it was last copied, where the server's own ALTER gives every row one moment; to have one, add them in an ALTER of their own (INSTANT) or set them after the run",
+			"columns", strings.Join(now, ","))
 	}
 	return nil
 }
