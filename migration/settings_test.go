@@ -144,6 +144,29 @@ func TestTimestampKeyWithZoneConversionRefused(t *testing.T) {
 	untouched(t, db, "t", before)
 }
 
+// TestTimestampKeyWithZoneDateDefaultRefused: a DATE added with CURDATE()
+// for its default would take the date in UTC, where sluice reads a TIMESTAMP
+// key, and not in the server's zone as the server's own ALTER gives it (a
+// day apart for seven hours of each day at -07:00); it is refused like a
+// DATETIME of CURRENT_TIMESTAMP. A TIMESTAMP of CURRENT_TIMESTAMP, an
+// instant whatever the zone, is not.
+func TestTimestampKeyWithZoneDateDefaultRefused(t *testing.T) {
+	db := testdb.NewAlt(t)
+	db.MustExec(t, "CREATE TABLE t (at TIMESTAMP PRIMARY KEY, v INT)")
+	db.Fill(t, "t", 20, "FROM_UNIXTIME(1700000000 + n), n")
+	before := snapshot(t, db, "t")
+	for _, alter := range []string{"MODIFY v BIGINT, ADD COLUMN d DATE DEFAULT (CURDATE())", "MODIFY v BIGINT, ADD COLUMN d DATETIME DEFAULT CURRENT_TIMESTAMP"} {
+		_, err := mustRunner(t, config(t, db, "t", alter)).Run(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "TIMESTAMP column") {
+			t.Fatalf("%s: want a refusal naming the TIMESTAMP key, got %v", alter, err)
+		}
+		untouched(t, db, "t", before)
+	}
+	cfg := config(t, db, "t", "MODIFY v BIGINT, ADD COLUMN i TIMESTAMP NULL DEFAULT CURRENT_TIMESTAMP")
+	cfg.DropOld = true
+	migrate(t, cfg)
+}
+
 // TestTimestampKeyWithZoneGeneratedColumnRefused: a generated column stored
 // or indexed whose value reads a TIMESTAMP column would be computed again in
 // UTC, where sluice reads a TIMESTAMP key, and not in the server's zone as

@@ -45,7 +45,8 @@ func SessionZone(serverZone, systemZone string, key []schema.Column) string {
 
 // ZoneDependent names the new table's columns whose copied value depends on
 // the session's time zone: a TIMESTAMP converted to or from another type, an
-// added DATETIME column whose default is the current time, and a generated
+// added column whose default is the current time in the session's zone (a
+// DATETIME, a DATE of CURDATE()...; not a TIMESTAMP, an instant), and a generated
 // column whose expression reads a TIMESTAMP column or converts from Unix
 // time (computed again at each insert; in an index, when the index is
 // built). It is pure.
@@ -59,7 +60,7 @@ func ZoneDependent(m *schema.Mapping) []string {
 		}
 	}
 	for _, c := range m.Target.Columns {
-		if !paired[c.Name] && !c.Generated && c.DataType == "datetime" && c.DefaultNow ||
+		if !paired[c.Name] && !c.Generated && c.DataType != "timestamp" && c.DefaultNow ||
 			c.Generated && readsZone(c.Expression, m.Target) {
 			out = append(out, c.Name)
 		}

@@ -185,13 +185,13 @@ func (t *Table) Quoted() string { return dbconn.QuoteTable(t.Database, t.Name) }
 func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error) {
 	t := &Table{Database: database, Name: name}
 	var rows, dataLen, indexLen sql.NullInt64
-	var engine, rowFormat, charset, collation sql.NullString
+	var engine, rowFormat, charset, collation, version sql.NullString
 	// The names as the server stores them: with lower_case_table_names=1 the
 	// server finds "Orders" as "orders", and the binlog and the metadata
 	// locks name it so.
-	err := db.QueryRowContext(ctx, `SELECT t.TABLE_SCHEMA, t.TABLE_NAME, t.TABLE_ROWS, t.ENGINE, t.ROW_FORMAT, t.DATA_LENGTH, t.INDEX_LENGTH, c.CHARACTER_SET_NAME, t.TABLE_COLLATION
+	err := db.QueryRowContext(ctx, `SELECT t.TABLE_SCHEMA, t.TABLE_NAME, t.TABLE_ROWS, t.ENGINE, t.ROW_FORMAT, t.DATA_LENGTH, t.INDEX_LENGTH, c.CHARACTER_SET_NAME, t.TABLE_COLLATION, VERSION()
 		FROM information_schema.TABLES t LEFT JOIN information_schema.COLLATIONS c ON c.COLLATION_NAME = t.TABLE_COLLATION
-		WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ? AND t.TABLE_TYPE = 'BASE TABLE'`, database, name).Scan(&t.Database, &t.Name, &rows, &engine, &rowFormat, &dataLen, &indexLen, &charset, &collation)
+		WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ? AND t.TABLE_TYPE = 'BASE TABLE'`, database, name).Scan(&t.Database, &t.Name, &rows, &engine, &rowFormat, &dataLen, &indexLen, &charset, &collation, &version)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notBaseTable(ctx, db, database, name)
 	}
@@ -207,6 +207,7 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 		return nil, err
 	}
 
+	mariadb := strings.Contains(strings.ToLower(version.String), "mariadb")
 	crows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE,
 			IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME, CHARACTER_MAXIMUM_LENGTH, EXTRA, COLUMN_DEFAULT,
 			COALESCE(GENERATION_EXPRESSION, '')
@@ -233,7 +234,11 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 		c.Stored = strings.Contains(ex, "STORED GENERATED")
 		c.Generated = c.Stored || strings.Contains(ex, "VIRTUAL GENERATED")
 		c.AutoInc = strings.Contains(ex, "AUTO_INCREMENT")
-		c.DefaultNow = strings.Contains(ex, "DEFAULT_GENERATED") && nowDefault.MatchString(def.String)
+		// MySQL marks an expression default DEFAULT_GENERATED (a literal
+		// string is shown bare); MariaDB marks none, and quotes literals.
+		expr := strings.Contains(ex, "DEFAULT_GENERATED") ||
+			mariadb && def.Valid && !strings.HasPrefix(def.String, "'")
+		c.DefaultNow = expr && nowDefault.MatchString(def.String)
 		c.HasDefault = def.Valid
 		t.Columns = append(t.Columns, c)
 	}
