@@ -24,16 +24,12 @@ func TestMariaDBTypesInAddColumn(t *testing.T) {
 		"ADD COLUMN uuid INT, ADD COLUMN inet6 UUID":                            "inet6 uuid",
 		"ADD COLUMN `uuid` UUID DEFAULT '00000000-0000-0000-0000-000000000001'": "uuid",
 	} {
-		a, err := Parse(clause)
+		a, got, err := parseAdded(clause)
 		if err != nil {
 			t.Errorf("%q: %v", clause, err)
 			continue
 		}
-		var got []string
-		for n := range a.Added {
-			got = append(got, n)
-		}
-		if strings.Join(sorted(got), " ") != added {
+		if strings.Join(got, " ") != added {
 			t.Errorf("%q: added %v, want %s", clause, got, added)
 		}
 		if l := strings.ToLower(a.Clause); !strings.Contains(l, "uuid") && !strings.Contains(l, "inet") && !strings.Contains(l, "persistent") {
@@ -57,6 +53,19 @@ func TestMariaDBTypesInAddColumn(t *testing.T) {
 			t.Errorf("%q: %v, want one line with %q", clause, err, want)
 		}
 	}
+}
+
+// parseAdded parses clause and returns the added columns' names, sorted.
+func parseAdded(clause string) (*Alter, []string, error) {
+	a, err := Parse(clause)
+	if err != nil {
+		return nil, nil, err
+	}
+	var got []string
+	for n := range a.Added {
+		got = append(got, n)
+	}
+	return a, sorted(got), nil
 }
 
 func sorted(s []string) []string {
@@ -87,16 +96,11 @@ func TestColumnVisibility(t *testing.T) {
 		"ALTER TABLE db.t ALTER COLUMN b set invisible":            "spec 1",
 		"ADD COLUMN u UUID INVISIBLE":                              "added u",
 	} {
-		a, err := Parse(clause)
+		a, got, err := parseAdded(clause)
 		if err != nil {
 			t.Errorf("%q: %v", clause, err)
 			continue
 		}
-		var got []string
-		for n := range a.Added {
-			got = append(got, n)
-		}
-		got = sorted(got)
 		switch {
 		case strings.HasPrefix(want, "added "):
 			if strings.Join(got, " ") != strings.TrimPrefix(want, "added ") {
