@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicedb/sluice/internal/capture"
 	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/mdl"
 	"github.com/sluicedb/sluice/internal/plan"
 	"github.com/sluicedb/sluice/internal/schema"
 )
@@ -427,6 +428,9 @@ func (r *Runner) drainQueue(ctx context.Context, conn *sql.Conn) error {
 	if _, err := r.poller.Drain(ctx, conn); err != nil {
 		return err
 	}
+	if err := r.queueUnsettled(ctx, conn); err != nil {
+		return err
+	}
 	d, err := r.captureDrift(ctx, conn, r.queue.Triggers, r.queue.Table, r.tableID, r.origDef, r.captureStamp)
 	if err != nil {
 		return err
@@ -443,6 +447,26 @@ func (r *Runner) drainQueue(ctx context.Context, conn *sql.Conn) error {
 		return fmt.Errorf("%w: the change-capture triggers or their queue %s were dropped and made again, or the queue truncated, during the migration (changes may have gone unrecorded); run sluice again", errOriginalChanged, r.queue.Table)
 	}
 	return nil
+}
+
+// queueUnsettled returns mdl.ErrRetry while a transaction that has not
+// ended holds a row of the queue. With writes to the original stopped by the
+// lock, only a prepared XA transaction can: its rows are unseen until it
+// commits, and once its session is gone (MariaDB) it holds no metadata lock
+// that would keep the swap waiting, so its changes would land in the old
+// table. A locking read of the queue meets its rows' locks at once (NOWAIT).
+func (r *Runner) queueUnsettled(ctx context.Context, conn *sql.Conn) error {
+	lock := " FOR SHARE NOWAIT"
+	if r.vars.Flavor == dbconn.MariaDB {
+		lock = " LOCK IN SHARE MODE NOWAIT"
+	}
+	var n int64
+	err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+dbconn.QuoteTable(r.cfg.Database, r.queue.Table)+lock).Scan(&n)
+	switch dbconn.ErrorNumber(err) {
+	case dbconn.ErrLockNowait, dbconn.ErrLockWaitTimeout:
+		return fmt.Errorf("%w: a transaction that has not ended (a prepared XA transaction, which XA RECOVER lists) holds changes of %s recorded in %s, so the table locks are released and taken again later: %v", mdl.ErrRetry, r.orig.Name, r.queue.Table, err)
+	}
+	return err
 }
 
 // drift is what changed, behind the triggers' back, since they were made.
