@@ -50,4 +50,16 @@ func TestAutoIncrementKeyKept(t *testing.T) {
 	if def := showCreate(t, db, "au"); !strings.Contains(def, "UNIQUE KEY `uid` (`id`)") || !strings.Contains(def, "KEY `kid` (`id`)") {
 		t.Errorf("au after the run:\n%s", def)
 	}
+
+	// The new primary key begins with it: nothing more is needed (the
+	// check read the original's key, and refused).
+	db.MustExec(t, `CREATE TABLE ak (tenant INT NOT NULL, id BIGINT NOT NULL AUTO_INCREMENT, v INT,
+		PRIMARY KEY (tenant, id), UNIQUE KEY uid (id))`)
+	db.Fill(t, "ak", 3000, "n % 7, n, n")
+	cfg = config(t, db, "ak", "DROP PRIMARY KEY, ADD PRIMARY KEY (id), ADD KEY kt (tenant, id)")
+	cfg.Method, cfg.DeferIndexes = "copy", true
+	migrate(t, cfg)
+	if def := showCreate(t, db, "ak"); !strings.Contains(def, "PRIMARY KEY (`id`)") {
+		t.Errorf("ak after the run:\n%s", def)
+	}
 }

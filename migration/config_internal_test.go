@@ -114,8 +114,10 @@ func TestZoneDependent(t *testing.T) {
 	now.DefaultNow = true
 	today, instant := col("today", "date"), col("instant", "timestamp") // CURDATE(), CURRENT_TIMESTAMP
 	today.DefaultNow, instant.DefaultNow = true, true
+	shifted, plus := col("shifted", "datetime"), col("plus", "int") // DEFAULT (expr)
+	shifted.DefaultExpr, plus.DefaultExpr = "(`c` + interval 0 second)", "(`plain` + 1)"
 	m := &schema.Mapping{
-		Target: &schema.Table{Columns: []schema.Column{col("a", "timestamp"), col("b", "datetime"), col("c", "timestamp"), now, today, instant, col("plain", "datetime")}},
+		Target: &schema.Table{Columns: []schema.Column{col("a", "timestamp"), col("b", "datetime"), col("c", "timestamp"), now, today, instant, shifted, plus, col("plain", "datetime")}},
 		Pairs: []schema.Pair{
 			{From: col("a", "datetime"), To: col("a", "timestamp")},
 			{From: col("b", "timestamp"), To: col("b", "datetime")},
@@ -127,7 +129,7 @@ func TestZoneDependent(t *testing.T) {
 	}
 	m.Target.Columns = append(m.Target.Columns, gen("g1", "hour(`c`)"), gen("g2", "hour(C)"), gen("g3", "`cx` + 1"),
 		gen("g4", "from_unixtime(`plain`)"), gen("g5", "`b` + `plain`"), gen("g6", "concat(_utf8mb4'c', `b`)"), gen("g7", "`cſ` + 1"))
-	if got := ZoneDependent(m); strings.Join(got, ",") != "a,b,added,today,g1,g2,g4,g6,g7" {
+	if got := ZoneDependent(m); strings.Join(got, ",") != "a,b,added,today,shifted,g1,g2,g4,g6,g7" {
 		t.Fatalf("ZoneDependent = %v", got)
 	}
 }

@@ -74,7 +74,7 @@ func (r *Runner) deferIndexes(ctx context.Context, uniqueOnly bool) error {
 	if uniqueOnly {
 		keys = slices.DeleteFunc(slices.Clone(all), func(k schema.KeyDef) bool { return !k.Unique })
 	}
-	if keys, err = r.keepAutoIncrementKey(all, keys); err != nil {
+	if keys, err = r.keepAutoIncrementKey(ddl, all, keys); err != nil {
 		return err
 	}
 	if len(keys) == 0 {
@@ -99,7 +99,7 @@ func (r *Runner) deferIndexes(ctx context.Context, uniqueOnly bool) error {
 // and refuses to drop the last one (a key (tenant, id) with KEY (id) for its
 // id). Where only unique indexes begin with it, which are built after the
 // copy, it refuses in one line.
-func (r *Runner) keepAutoIncrementKey(all, drop []schema.KeyDef) ([]schema.KeyDef, error) {
+func (r *Runner) keepAutoIncrementKey(ddl string, all, drop []schema.KeyDef) ([]schema.KeyDef, error) {
 	if r.shadow == nil {
 		return drop, nil
 	}
@@ -113,7 +113,16 @@ func (r *Runner) keepAutoIncrementKey(all, drop []schema.KeyDef) ([]schema.KeyDe
 		ix, ok := r.shadow.Index(name)
 		return ok && len(ix.Columns) > 0 && dbconn.SameName(ix.Columns[0], auto) && !(len(ix.Prefixed) > 0 && ix.Prefixed[0])
 	}
-	if auto == "" || len(r.shadow.PrimaryKey) > 0 && dbconn.SameName(r.shadow.PrimaryKey[0], auto) {
+	// The shadow's own primary key, from its definition: r.shadow's row key
+	// is the original's (shadowRowKey).
+	for _, line := range strings.Split(ddl, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "PRIMARY KEY (`"); ok {
+			if name, _, ok := strings.Cut(rest, "`"); ok && dbconn.SameName(name, auto) && !strings.HasPrefix(rest[len(name)+1:], "(") {
+				return drop, nil
+			}
+		}
+	}
+	if auto == "" {
 		return drop, nil
 	}
 	var unique string

@@ -148,14 +148,16 @@ func TestTimestampKeyWithZoneConversionRefused(t *testing.T) {
 // for its default would take the date in UTC, where sluice reads a TIMESTAMP
 // key, and not in the server's zone as the server's own ALTER gives it (a
 // day apart for seven hours of each day at -07:00); it is refused like a
-// DATETIME of CURRENT_TIMESTAMP. A TIMESTAMP of CURRENT_TIMESTAMP, an
-// instant whatever the zone, is not.
+// DATETIME of CURRENT_TIMESTAMP, and so is a DEFAULT expression that reads
+// the TIMESTAMP column (seven hours off, exit 0, before). A TIMESTAMP of
+// CURRENT_TIMESTAMP, an instant whatever the zone, is not.
 func TestTimestampKeyWithZoneDateDefaultRefused(t *testing.T) {
 	db := testdb.NewAlt(t)
 	db.MustExec(t, "CREATE TABLE t (at TIMESTAMP PRIMARY KEY, v INT)")
 	db.Fill(t, "t", 20, "FROM_UNIXTIME(1700000000 + n), n")
 	before := snapshot(t, db, "t")
-	for _, alter := range []string{"MODIFY v BIGINT, ADD COLUMN d DATE DEFAULT (CURDATE())", "MODIFY v BIGINT, ADD COLUMN d DATETIME DEFAULT CURRENT_TIMESTAMP"} {
+	for _, alter := range []string{"MODIFY v BIGINT, ADD COLUMN d DATE DEFAULT (CURDATE())", "MODIFY v BIGINT, ADD COLUMN d DATETIME DEFAULT CURRENT_TIMESTAMP",
+		"ADD COLUMN d DATETIME DEFAULT (at + INTERVAL 0 SECOND)", "ADD COLUMN d VARCHAR(30) DEFAULT (CAST(at AS CHAR))"} {
 		_, err := mustRunner(t, config(t, db, "t", alter)).Run(context.Background())
 		if err == nil || !strings.Contains(err.Error(), "TIMESTAMP column") {
 			t.Fatalf("%s: want a refusal naming the TIMESTAMP key, got %v", alter, err)

@@ -46,9 +46,9 @@ func SessionZone(serverZone, systemZone string, key []schema.Column) string {
 // ZoneDependent names the new table's columns whose copied value depends on
 // the session's time zone: a TIMESTAMP converted to or from another type, an
 // added column whose default is the current time in the session's zone (a
-// DATETIME, a DATE of CURDATE()...; not a TIMESTAMP, an instant), and a generated
-// column whose expression reads a TIMESTAMP column or converts from Unix
-// time (computed again at each insert; in an index, when the index is
+// DATETIME, a DATE of CURDATE()...; not a TIMESTAMP, an instant), and an
+// added column's DEFAULT expression or a generated column's expression that
+// reads a TIMESTAMP column or converts from Unix time (computed again at each insert; in an index, when the index is
 // built). It is pure.
 func ZoneDependent(m *schema.Mapping) []string {
 	var out []string
@@ -61,6 +61,7 @@ func ZoneDependent(m *schema.Mapping) []string {
 	}
 	for _, c := range m.Target.Columns {
 		if !paired[c.Name] && !c.Generated && c.DataType != "timestamp" && c.DefaultNow ||
+			!paired[c.Name] && !c.Generated && c.DefaultExpr != "" && readsZone(c.DefaultExpr, m.Target) ||
 			c.Generated && readsZone(c.Expression, m.Target) {
 			out = append(out, c.Name)
 		}

@@ -338,7 +338,7 @@ func hasPKOption(cols []*ast.ColumnDef) bool {
 // statement that starts with ALTER TABLE, or -1.
 func indexAfterTableName(s string) int {
 	i := len("ALTER TABLE")
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n') {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
 		i++
 	}
 	// name, possibly db.name, possibly quoted parts
@@ -357,7 +357,7 @@ func indexAfterTableName(s string) int {
 				i++
 			}
 		} else {
-			for i < len(s) && s[i] != ' ' && s[i] != '.' && s[i] != '\t' && s[i] != '\n' {
+			for i < len(s) && s[i] != ' ' && s[i] != '.' && s[i] != '\t' && s[i] != '\n' && s[i] != '\r' {
 				i++
 			}
 		}

@@ -72,6 +72,7 @@ func TestNamesOther(t *testing.T) {
 		{"ALTER ONLINE TABLE d.t ADD INDEX k (c)", "d", "t", false, false},
 		{"alter  online\ttable if  exists u add index k (c)", "d", "t", false, true},
 		{"ALTER TABLE `if` ADD COLUMN x INT", "d", "if", false, false},
+		{"ALTER TABLE t\rADD INDEX k (c)", "d", "t", false, false},
 	} {
 		a, err := Parse(c.alter)
 		if err != nil {

@@ -27,7 +27,7 @@ var parseErrAt = regexp.MustCompile(`^line (\d+) column (\d+) near "`)
 // the parser stops at it for its stand-in. stood is true when one was.
 func parseReadingMariaDBTypes(sql string) (stmt ast.StmtNode, stood bool, err error) {
 	first := sql
-	for range 32 {
+	for range 512 { // each round reads one stand-in
 		stmts, perr := ParseSQL(sql, 0)
 		if perr == nil {
 			if len(stmts) != 1 {

@@ -122,6 +122,13 @@ func TestColumnVisibility(t *testing.T) {
 			t.Errorf("%q: the clause sent to the server lost the visibility: %q", clause, a.Clause)
 		}
 	}
+	many := make([]string, 40)
+	for i := range many {
+		many[i] = fmt.Sprintf("ADD COLUMN c%d INT INVISIBLE DEFAULT (%d + 1)", i, i)
+	}
+	if _, got, err := parseAdded(strings.Join(many, ", ")); err != nil || len(got) != 40 {
+		t.Errorf("40 hidden columns with expression defaults: %d read, %v", len(got), err)
+	}
 	for _, clause := range []string{"ADD COLUMN m INT INVISIBLEX", "ADD COLUMN m INVISIBLE"} {
 		if _, err := Parse(clause); !errors.Is(err, ErrInvalid) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: %v, want one line refusing it", clause, err)

@@ -173,45 +173,47 @@ func (f *funcCalls) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 
 // DefaultExpression reports whether a column definition's DEFAULT is an
 // expression rather than a literal (a negative number included) or the
-// current time written alone, and whether that expression reads the row's
-// other columns or a volatile function. A literal in parentheses is taken
-// for a literal: the parser does not keep the parentheses.
-func DefaultExpression(col *ast.ColumnDef) (expr, rowOrVolatile bool) {
+// current time written alone, whether that expression reads the row's other
+// columns, and the functions it calls (lower case, nested calls included).
+// A literal in parentheses is taken for a literal: the parser does not keep
+// the parentheses.
+func DefaultExpression(col *ast.ColumnDef) (expr, readsRow bool, calls []string) {
 	for _, o := range col.Options {
 		if o.Tp != ast.ColumnOptionDefaultValue || o.Expr == nil {
 			continue
 		}
 		switch e := o.Expr.(type) {
 		case ast.ValueExpr:
-			return false, false
+			continue
 		case *ast.UnaryOperationExpr:
 			if _, ok := e.V.(ast.ValueExpr); ok {
-				return false, false
+				continue
 			}
 		case *ast.FuncCallExpr:
 			switch e.FnName.L {
 			case "current_timestamp", "now", "localtime", "localtimestamp":
-				return false, false
+				continue
 			}
 		}
 		var r rowReads
 		o.Expr.Accept(&r)
-		return true, bool(r)
+		expr, readsRow, calls = true, readsRow || r.row, append(calls, r.calls...)
 	}
-	return false, false
+	return expr, readsRow, calls
 }
 
-// rowReads is set by a column reference or a volatile function call.
-type rowReads bool
+// rowReads notes column references and function calls.
+type rowReads struct {
+	row   bool
+	calls []string
+}
 
 func (r *rowReads) Enter(n ast.Node) (ast.Node, bool) {
 	switch n := n.(type) {
 	case *ast.ColumnNameExpr:
-		*r = true
+		r.row = true
 	case *ast.FuncCallExpr:
-		if _, ok := volatileFuncs[n.FnName.L]; ok {
-			*r = true
-		}
+		r.calls = append(r.calls, n.FnName.L)
 	}
 	return n, false
 }

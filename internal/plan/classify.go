@@ -117,9 +117,9 @@ var rules = []rule{
 	{"add-column-stored", "add-column", func(c clause) bool { return storedGenerated(c.col) }, Copy,
 		"a STORED generated column is computed for every row by a table copy", false},
 	{"add-column-expression-default", "add-column", func(c clause) bool {
-		expr, reads := ddl.DefaultExpression(c.col)
-		return expr && (reads || !c.srv.MariaDB)
-	}, Copy, "a column whose DEFAULT is an expression is added only by a table copy (MariaDB adds one of constants INSTANT)", false},
+		expr, readsRow, calls := ddl.DefaultExpression(c.col)
+		return expr && (readsRow || !c.srv.MariaDB || slices.ContainsFunc(calls, func(f string) bool { return mariadbCopyDefault[f] }))
+	}, Copy, "a column whose DEFAULT is an expression is added only by a table copy (MariaDB adds one INSTANT that reads no column and calls none of UUID(), UUID_SHORT(), SYSDATE())", false},
 	{"add-column-virtual", "add-column", func(c clause) bool { return generated(c.col) }, Instant,
 		"a VIRTUAL column is only metadata", false},
 	{"add-column-fulltext-table", "add-column", func(c clause) bool { return c.table.HasIndexKind("FULLTEXT") }, Copy,
@@ -639,6 +639,12 @@ func varcharWiden(c clause) bool {
 	b := charsetBytes(o.Charset)
 	return (o.Length*b < 256) == (n.Length*b < 256)
 }
+
+// mariadbCopyDefault are the functions in a DEFAULT expression for which
+// MariaDB adds the column only by a copy (checked on 10.11 and 11.8; RAND(),
+// NOW(), CURDATE(), CONNECTION_ID(), USER() are INSTANT: one value for every
+// row).
+var mariadbCopyDefault = map[string]bool{"uuid": true, "uuid_short": true, "sysdate": true, "uuid_v4": true, "uuid_v7": true}
 
 // Worst returns the costliest algorithm among steps (Instant for none).
 func Worst(steps []Step) Algorithm {

@@ -118,6 +118,10 @@ var ruleCases = []ruleCase{
 	{"plain", "ADD COLUMN n VARCHAR(40) DEFAULT (UUID())", "add-column-expression-default", 0, ma}, // MySQL: unsafe for the binlog
 	{"plain", "ADD COLUMN n VARCHAR(40) DEFAULT (CONCAT('a', 'b'))", "add-column-expression-default", 0, my},
 	{"plain", "ADD COLUMN n VARCHAR(40) DEFAULT (CONCAT('a', 'b'))", "add-column", 0, ma},
+	{"plain", "ADD COLUMN n DATETIME(6) DEFAULT (NOW(6) + INTERVAL 1 DAY)", "add-column", 0, ma},
+	{"plain", "ADD COLUMN n DOUBLE DEFAULT (RAND() + 1)", "add-column", 0, ma},
+	{"plain", "ADD COLUMN n VARCHAR(40) DEFAULT (CONCAT('u', UUID_SHORT()))", "add-column-expression-default", 0, ma},
+	{"plain", "ADD COLUMN n DATETIME DEFAULT (SYSDATE())", "add-column-expression-default", 0, ma},
 	{"plain", "ADD COLUMN n DATETIME DEFAULT CURRENT_TIMESTAMP", "add-column", 0, ""},
 	{"fulltext", "ADD COLUMN n INT", "add-column-fulltext-table", 0, ""},
 	{"compressed", "ADD COLUMN n INT", "add-column-compressed", 0, ""},

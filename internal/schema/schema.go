@@ -34,6 +34,9 @@ type Column struct {
 	// DefaultNow: the default is the current time (CURRENT_TIMESTAMP,
 	// NOW(), ...), whose value depends on the session's time zone.
 	DefaultNow bool
+	// DefaultExpr is the default's expression as the server shows it, when
+	// it is one (DEFAULT (a + 1), CURRENT_TIMESTAMP); "" otherwise.
+	DefaultExpr string
 	// HasDefault: the column has a DEFAULT clause (information_schema's
 	// COLUMN_DEFAULT is not NULL).
 	HasDefault bool
@@ -239,6 +242,9 @@ func Load(ctx context.Context, db *sql.DB, database, name string) (*Table, error
 		expr := strings.Contains(ex, "DEFAULT_GENERATED") ||
 			mariadb && def.Valid && !strings.HasPrefix(def.String, "'")
 		c.DefaultNow = expr && nowDefault.MatchString(def.String)
+		if expr {
+			c.DefaultExpr = def.String
+		}
 		c.HasDefault = def.Valid
 		t.Columns = append(t.Columns, c)
 	}
