@@ -188,7 +188,7 @@ func TestInvisibleColumns(t *testing.T) {
 	if db.Flavor == dbconn.MySQL {
 		alter += ", ALTER COLUMN w SET INVISIBLE"
 	}
-	migrateUnderWorkload(t, db, w, applyCopyRows, "n - 1, n, n % 5", alter, "id, v, pad, w", "id", nil)
+	migrateUnderWorkload(t, db, w, 3*applyCopyRows, "n - 1, n, n % 5", alter, "id, v, pad, w", "id", nil)
 	var hidden string
 	if err := db.QueryRow(`SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY COLUMN_NAME) FROM information_schema.COLUMNS
 		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'inv' AND EXTRA LIKE '%INVISIBLE%'`).Scan(&hidden); err != nil {
