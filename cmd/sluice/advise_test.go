@@ -61,8 +61,8 @@ func (a advice) get(t *testing.T, name string) (rec int64, why string) {
 
 // TestAdviseTwoServers: the sandbox's two MySQL servers differ in memory
 // (a 2 GiB and a 256 MiB buffer pool): sized for the same 8 GiB sort, advise
-// gives the first a 64th of it and holds the second to a quarter of its
-// free pool, each saying why, and neither past what it allows. On MariaDB
+// holds each to a quarter of its free pool, saying why, never past what it
+// allows, and the one with less free memory lower. On MariaDB
 // it says there is nothing to tune.
 func TestAdviseTwoServers(t *testing.T) {
 	db := testdb.New(t)
@@ -88,6 +88,7 @@ func TestAdviseTwoServers(t *testing.T) {
 		d.QueryRow("SELECT VARIABLE_VALUE FROM performance_schema.global_status WHERE VARIABLE_NAME = 'Innodb_buffer_pool_pages_free'").Scan(&free)
 		return size, free * page
 	}
+	budgets := map[string]int64{}
 	for _, c := range []struct {
 		name string
 		a    advice
@@ -99,6 +100,7 @@ func TestAdviseTwoServers(t *testing.T) {
 		// The planner's budget, from the server's own figures: a quarter of
 		// the free pool between 64 MiB and 1 GiB.
 		budget := min(max(free/4, 64<<20), 1<<30)
+		budgets[c.name] = budget
 		t.Logf("%s: pool %d, free %d: %d threads x %d: %s", c.name, size, free, threads, buf, why)
 		if threads*buf > budget*11/10 { // the free pool moves between the two reads
 			t.Errorf("%s: %d threads x %d bytes over the budget %d", c.name, threads, buf, budget)
@@ -112,8 +114,13 @@ func TestAdviseTwoServers(t *testing.T) {
 	}
 	bigBuf, _ := big.get(t, "innodb_ddl_buffer_size")
 	smallBuf, _ := small.get(t, "innodb_ddl_buffer_size")
-	if smallBuf >= bigBuf {
-		t.Errorf("the 256 MiB server got a buffer of %d, the 2 GiB one %d: the smaller memory should hold it lower", smallBuf, bigBuf)
+	// What holds the buffer is the free pool, not the pool: a busy 2 GiB
+	// pool may have less free than the idle 256 MiB one.
+	switch {
+	case budgets["default"] <= budgets["alt"]:
+		t.Logf("the default server's free pool allows no more than the alt's (%d, %d): the two buffers are not compared", budgets["default"], budgets["alt"])
+	case smallBuf >= bigBuf:
+		t.Errorf("the 256 MiB server got a buffer of %d, the 2 GiB one %d: the smaller free memory should hold it lower", smallBuf, bigBuf)
 	}
 	if _, why := big.get(t, "innodb_log_writer_threads"); !strings.Contains(why, "binlog is on") || !big.Binlog {
 		t.Errorf("the sandbox runs with the binlog: %q", why)
