@@ -115,12 +115,8 @@ func (r *Runner) keepAutoIncrementKey(ddl string, all, drop []schema.KeyDef) ([]
 	}
 	// The shadow's own primary key, from its definition: r.shadow's row key
 	// is the original's (shadowRowKey).
-	for _, line := range strings.Split(ddl, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "PRIMARY KEY (`"); ok {
-			if name, _, ok := strings.Cut(rest, "`"); ok && dbconn.SameName(name, auto) && !strings.HasPrefix(rest[len(name)+1:], "(") {
-				return drop, nil
-			}
-		}
+	if cols, prefixed := schema.PrimaryKeyColumns(ddl); len(cols) > 0 && dbconn.SameName(cols[0], auto) && !prefixed[0] {
+		return drop, nil
 	}
 	if auto == "" {
 		return drop, nil

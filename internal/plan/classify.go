@@ -159,7 +159,7 @@ var rules = []rule{
 	// MODIFY / CHANGE COLUMN
 	{"modify-same", "modify-column", func(c clause) bool { return sameType(c) && sameNull(c) && !moved(c) }, Instant,
 		"only the default or the comment changes", false},
-	{"modify-collation-indexed", "modify-column", func(c clause) bool { return collationOnly(c) && (c.table.Indexed(c.old.Name) || inPrimaryKey(c)) }, Copy,
+	{"modify-collation-indexed", "modify-column", func(c clause) bool { return collationOnly(c) && c.table.InAnyKey(c.old.Name) }, Copy,
 		"the collation of an indexed column changes, which the server does only by a table copy", false},
 	{"modify-collation", "modify-column", collationOnly, Inplace,
 		"only the collation of an unindexed column changes: metadata, in place", false},

@@ -47,7 +47,7 @@ var mariadbRules = []rule{
 		"moving a column is only metadata on MariaDB", false},
 	{"mariadb-modify-varchar-widen", "modify-column", func(c clause) bool { return mariadbVarcharInstant(c) && sameNull(c) && !moved(c) }, Instant,
 		"a VARCHAR widened within its length-prefix size, or from under 128 bytes, is only metadata on MariaDB", false},
-	{"mariadb-modify-collation-key", "modify-column", func(c clause) bool { return collationOnly(c) && inPrimaryKey(c) }, Copy,
+	{"mariadb-modify-collation-key", "modify-column", func(c clause) bool { return collationOnly(c) && c.table.InPrimaryKey(c.old.Name) }, Copy,
 		"the collation of a primary-key column changes, which MariaDB does only by a table copy", false},
 	{"mariadb-modify-collation-indexed", "modify-column", func(c clause) bool { return collationOnly(c) && c.table.Indexed(c.old.Name) }, Inplace,
 		"the collation of an indexed column changes: MariaDB rebuilds only the indexes on it (NOCOPY)", false},
@@ -154,14 +154,4 @@ func mariadbVarcharInstant(c clause) bool {
 	o, n := OldType(c.old), NewType(c.col)
 	b := charsetBytes(o.Charset)
 	return o.Length*b < 128 || (o.Length*b < 256) == (n.Length*b < 256)
-}
-
-// inPrimaryKey reports whether the clause's old column is in the primary key.
-func inPrimaryKey(c clause) bool {
-	for _, col := range c.table.PKColumns() {
-		if dbconn.SameName(col.Name, c.old.Name) {
-			return true
-		}
-	}
-	return false
 }

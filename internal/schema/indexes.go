@@ -92,3 +92,33 @@ func functional(parts string) bool {
 	}
 	return false
 }
+
+// PrimaryKeyColumns returns the columns of the PRIMARY KEY line of a SHOW
+// CREATE TABLE text, and for each whether the key holds only a prefix of it
+// (`c`(10)); none when the table has no primary key.
+func PrimaryKeyColumns(createTable string) (cols []string, prefixed []bool) {
+	for _, line := range strings.Split(createTable, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "PRIMARY KEY (")
+		if !ok {
+			continue
+		}
+		for {
+			name, ok := backquoted(rest)
+			if !ok {
+				return cols, prefixed
+			}
+			rest = rest[len(dbconn.QuoteIdent(name)):]
+			cols = append(cols, name)
+			prefixed = append(prefixed, strings.HasPrefix(rest, "("))
+			if strings.HasPrefix(rest, "(") {
+				_, rest, _ = strings.Cut(rest, ")")
+			}
+			rest = strings.TrimPrefix(strings.TrimPrefix(rest, " DESC"), " ASC")
+			if !strings.HasPrefix(rest, ",") {
+				return cols, prefixed
+			}
+			rest = rest[1:]
+		}
+	}
+	return nil, nil
+}

@@ -113,6 +113,20 @@ func (t *Table) Indexed(col string) bool {
 	return false
 }
 
+// InPrimaryKey reports whether a column is a part of the primary key.
+func (t *Table) InPrimaryKey(col string) bool {
+	for _, c := range t.PKColumns() {
+		if dbconn.SameName(c.Name, col) {
+			return true
+		}
+	}
+	return false
+}
+
+// InAnyKey reports whether a column is a part of some index or of the
+// primary key.
+func (t *Table) InAnyKey(col string) bool { return t.Indexed(col) || t.InPrimaryKey(col) }
+
 // HasIndexKind reports whether the table has an index of kind (FULLTEXT, ...).
 func (t *Table) HasIndexKind(kind string) bool {
 	for _, ix := range t.Indexes {
