@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/apply"
 	"github.com/sluicedb/sluice/internal/binlog"
 )
 
@@ -116,6 +117,48 @@ func (r *Runner) pauseApply(ctx context.Context) error {
 			return r.applyStopped()
 		case <-time.After(2 * time.Millisecond):
 		}
+	}
+	return nil
+}
+
+// settleCopyCollisionIf is settleCopyCollision when the new table has a
+// unique key during the copy, else nil (a collision is then a duplicate in
+// the original).
+func (r *Runner) settleCopyCollisionIf(unique bool) func(context.Context, int) error {
+	if !unique {
+		return nil
+	}
+	return r.settleCopyCollision
+}
+
+// settleCopyCollision brings the new table up to date before a range whose
+// copy collided under a unique key of the new table is copied again. With
+// such a key during the copy (uniqueInCopy) the apply is held, so a row the
+// application moved into the range after it was copied at its old key is
+// still there under that key, and the copy collides with it. The first
+// time, once the binlog is read up to now, every pending change is applied
+// (no lock); after that, or with capture by triggers, every change is
+// applied under a brief read lock on the original (settleConflict), where a
+// collision is one the original really holds. A range still colliding after
+// copier.MaxDuplicates of these stops the run as before.
+func (r *Runner) settleCopyCollision(ctx context.Context, attempt int) error {
+	r.copySettle.Lock()
+	defer r.copySettle.Unlock()
+	r.log.Info("a range copied collides under a unique key of the new table: applying the changes made since, then copying it again", "attempt", attempt)
+	if attempt > 1 || r.streamer == nil {
+		return r.settleConflict(ctx)
+	}
+	pos, err := binlog.CurrentPosition(ctx, r.db)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := r.streamer.WaitFor(wctx, pos); err != nil && ctx.Err() != nil {
+		return err
+	}
+	if err := r.applier.ApplyPending(ctx); err != nil && !errors.Is(err, apply.ErrDuplicate) {
+		return err
 	}
 	return nil
 }

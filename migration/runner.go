@@ -94,6 +94,7 @@ type Runner struct {
 	// copyHeld: the apply is held (Scheduler.Hold) until the catch-up;
 	// uniqueInCopy: because the shadow has a unique key during the copy.
 	copyHeld, uniqueInCopy bool
+	copySettle             sync.Mutex // one copy collision settled at a time (backlog.go)
 	// newPKCollides: the ALTER gives the new table a primary key that two
 	// rows of the original may share (rowkey.go).
 	newPKCollides bool
@@ -536,6 +537,9 @@ func (r *Runner) copyRows(ctx context.Context) error {
 		Gate:   r.throttle,
 		Within: within,
 		Logger: r.log,
+		// With a unique key during the copy, a row moved meanwhile may
+		// collide with its own earlier copy.
+		OnDuplicate: r.settleCopyCollisionIf(r.uniqueInCopy),
 	})
 	if err != nil {
 		return err

@@ -208,7 +208,23 @@ func (a *Applier) resolve(ctx context.Context) error {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	keys := a.sched.TakeAllUnlessHeld()
+	err := a.applyTogether(ctx, a.sched.TakeAllUnlessHeld())
+	if errors.Is(err, ErrDuplicate) && a.cfg.Settle != nil {
+		return a.cfg.Settle(ctx)
+	}
+	return err
+}
+
+// ApplyPending applies every ready key now, in one transaction, even while
+// the scheduler is held: a copy that collides under a unique key of the new
+// table may only meet a row copied earlier whose change is pending. It
+// returns ErrDuplicate (the keys left pending) if they still collide.
+func (a *Applier) ApplyPending(ctx context.Context) error {
+	return a.applyTogether(ctx, a.sched.TakeAll())
+}
+
+// applyTogether applies keys, taken from the scheduler, in one transaction.
+func (a *Applier) applyTogether(ctx context.Context, keys []rowkey.Key) error {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -221,9 +237,6 @@ func (a *Applier) resolve(ctx context.Context) error {
 	conn.Close()
 	if err != nil {
 		a.sched.Requeue(keys)
-		if errors.Is(err, ErrDuplicate) && a.cfg.Settle != nil {
-			return a.cfg.Settle(ctx)
-		}
 		return err
 	}
 	a.fed(keys, nil)

@@ -71,7 +71,19 @@ type Config struct {
 	// Logger, if set, gets a line for each range copied again after a lost
 	// connection.
 	Logger *slog.Logger
+	// OnDuplicate, if set, is called when a range's copy collides under a
+	// unique key of the new table (the statement rolled back, nothing of
+	// the range is in it), with the number of the collision in this range
+	// (from 1). It returns nil once a row copied earlier and since changed
+	// may have been brought up to date, and the range is copied again; an
+	// error stops the copy. After MaxDuplicates collisions in one range it
+	// is not called: the copy stops with ErrDuplicate.
+	OnDuplicate func(ctx context.Context, attempt int) error
 }
+
+// MaxDuplicates is how many times a range that collides is settled
+// (Config.OnDuplicate) and copied again before the copy stops.
+const MaxDuplicates = 3
 
 // Gate admits the chunks (throttle.Throttler is one).
 type Gate interface {
@@ -301,6 +313,7 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 	fail := func(err error) error { return fmt.Errorf("copy: range (%v, %v]: %w", sp.Lo, sp.Hi, err) }
 	var (
 		locks  int       // retries after a deadlock or a lock wait timeout
+		dups   int       // collisions under a unique key, settled
 		lost   int       // retries after a lost connection
 		lostAt time.Time // the first loss; zero: none
 		gone   []int64   // the sessions of the attempts that lost their connection
@@ -352,6 +365,14 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 				"error", err.Error(), "attempt", lost)
 		case dbconn.ErrorNumber(err) == dbconn.ErrDupEntry && !lostAt.IsZero() && !c.exact:
 			return fail(fmt.Errorf("a lost connection may have committed the range's copy, and the key's type changes in the new table, so sluice cannot clear the range to copy it again: %w", err))
+		case dbconn.ErrorNumber(err) == dbconn.ErrDupEntry && c.cfg.OnDuplicate != nil && dups < MaxDuplicates:
+			// A row copied earlier may have moved into this range since:
+			// its stale copy collides with it until its change is applied.
+			dups++
+			if serr := c.cfg.OnDuplicate(ctx, dups); serr != nil {
+				return serr
+			}
+			continue
 		case dbconn.ErrorNumber(err) == dbconn.ErrDupEntry:
 			return fmt.Errorf("%w: %v", ErrDuplicate, err)
 		case !dbconn.Retryable(err) || locks == 19:
