@@ -2,12 +2,14 @@ package migration
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/sluicedb/sluice/internal/apply"
 	"github.com/sluicedb/sluice/internal/binlog"
+	"github.com/sluicedb/sluice/internal/copier"
+	"github.com/sluicedb/sluice/internal/dbconn"
 )
 
 // catchUp releases the changes held during the copy and waits until the
@@ -122,43 +124,77 @@ func (r *Runner) pauseApply(ctx context.Context) error {
 }
 
 // settleCopyCollisionIf is settleCopyCollision when the new table has a
-// unique key during the copy, else nil (a collision is then a duplicate in
-// the original).
-func (r *Runner) settleCopyCollisionIf(unique bool) func(context.Context, int) error {
-	if !unique {
+// unique key during the copy and the scheduler follows the copy, else nil (a
+// collision is then a duplicate in the original, or cannot be settled).
+func (r *Runner) settleCopyCollisionIf(unique bool) func(context.Context, int, copier.CopyRange) (int64, bool, error) {
+	if !unique || !r.sched.Tracking() {
 		return nil
 	}
 	return r.settleCopyCollision
 }
 
-// settleCopyCollision brings the new table up to date before a range whose
-// copy collided under a unique key of the new table is copied again. With
-// such a key during the copy (uniqueInCopy) the apply is held, so a row the
-// application moved into the range after it was copied at its old key is
-// still there under that key, and the copy collides with it. The first
-// time, once the binlog is read up to now, every pending change is applied
-// (no lock); after that, or with capture by triggers, every change is
-// applied under a brief read lock on the original (settleConflict), where a
-// collision is one the original really holds. A range still colliding after
-// copier.MaxDuplicates of these stops the run as before.
-func (r *Runner) settleCopyCollision(ctx context.Context, attempt int) error {
+// settleCopyCollision brings the new table up to date for a range whose
+// copy collided under a unique key of the new table. With such a key during
+// the copy (uniqueInCopy) the apply is held, so a row the application moved
+// into the range after it was copied at its old key is still there under
+// that key, and the copy collides with it. The first time, once the changes
+// made until now are read, every change whose key's range is copied (the
+// scheduler follows the copy) is applied as the workers apply them (no
+// table lock, rows the application holds left for later), and the range is
+// copied again. Writers may move more rows into the range meanwhile, so
+// after that the same is done, then the rest is applied and the range copied
+// on the connection that holds the original READ and the new table WRITE
+// (a brief stop of the writes). A collision there may still be a row whose
+// range is copied but whose change waits for an earlier range of its lane;
+// after copier.MaxDuplicates attempts the run stops as before, nothing
+// dropped.
+func (r *Runner) settleCopyCollision(ctx context.Context, attempt int, copyRange copier.CopyRange) (int64, bool, error) {
+	if attempt == 1 {
+		r.log.Info("a range copied collides under a unique key of the new table: applying the changes made since, then copying it again")
+	}
+	if err := r.applyCopiedChanges(ctx); err != nil || attempt == 1 {
+		return 0, false, err
+	}
+	var n int64
+	copied := false
+	err := r.drainUnderReadLock(ctx, "copy collision settle", false, func(ctx context.Context, lock *sql.Conn) error {
+		m, err := copyRange(ctx, lock)
+		if dbconn.ErrorNumber(err) == dbconn.ErrDupEntry {
+			return nil // not settled: the next attempt, or the stop
+		}
+		n, copied = m, err == nil
+		return err
+	})
+	if errors.Is(err, errCollision) {
+		return 0, false, nil // the same: a change whose range waits
+	}
+	return n, copied, err
+}
+
+// applyCopiedChanges reads the changes made until now (the binlog up to its
+// current end, or the trigger queue) and applies every one whose key's range
+// is copied, one caller at a time.
+func (r *Runner) applyCopiedChanges(ctx context.Context) error {
 	r.copySettle.Lock()
 	defer r.copySettle.Unlock()
-	r.log.Info("a range copied collides under a unique key of the new table: applying the changes made since, then copying it again", "attempt", attempt)
-	if attempt > 1 || r.streamer == nil {
-		return r.settleConflict(ctx)
+	switch {
+	case r.streamer != nil:
+		pos, err := binlog.CurrentPosition(ctx, r.db)
+		if err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = r.streamer.WaitFor(wctx, pos)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		} else if err != nil {
+			r.log.Warn("the binlog was not read up to its end within 10s; applying what was read", "error", err.Error())
+		}
+	case r.poller != nil:
+		if _, err := r.poller.Poll(ctx, r.db); err != nil {
+			return err
+		}
 	}
-	pos, err := binlog.CurrentPosition(ctx, r.db)
-	if err != nil {
-		return err
-	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := r.streamer.WaitFor(wctx, pos); err != nil && ctx.Err() != nil {
-		return err
-	}
-	if err := r.applier.ApplyPending(ctx); err != nil && !errors.Is(err, apply.ErrDuplicate) {
-		return err
-	}
-	return nil
+	return r.applier.ApplyPending(ctx)
 }

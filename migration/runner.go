@@ -643,7 +643,7 @@ func (r *Runner) settleConflict(ctx context.Context) error {
 // that the shadow equals the original, then runs then (if set) before
 // unlocking. With keepHeld, the apply stays held after a successful drain, so
 // the shadow keeps that state until the caller releases it.
-func (r *Runner) drainUnderReadLock(ctx context.Context, what string, keepHeld bool, then func(ctx context.Context) error) error {
+func (r *Runner) drainUnderReadLock(ctx context.Context, what string, keepHeld bool, then func(ctx context.Context, lock *sql.Conn) error) error {
 	settled := false
 	spec := r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " WRITE" + r.queueLock("READ")
 	release := func() {
@@ -656,7 +656,7 @@ func (r *Runner) drainUnderReadLock(ctx context.Context, what string, keepHeld b
 			return err
 		}
 		if then != nil {
-			if err := then(ctx); err != nil {
+			if err := then(ctx, lock); err != nil {
 				return err
 			}
 		}
@@ -720,7 +720,7 @@ func (r *Runner) openSnapshots(ctx context.Context) (*snapshots, error) {
 			return nil, fmt.Errorf("checksum: %w", err)
 		}
 	}
-	err := r.drainUnderReadLock(ctx, "checksum snapshot", false, func(ctx context.Context) error {
+	err := r.drainUnderReadLock(ctx, "checksum snapshot", false, func(ctx context.Context, _ *sql.Conn) error {
 		for _, c := range snap.conns {
 			if _, err := c.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
 				return fmt.Errorf("checksum: open snapshot: %w", err)

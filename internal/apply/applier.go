@@ -208,23 +208,7 @@ func (a *Applier) resolve(ctx context.Context) error {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	err := a.applyTogether(ctx, a.sched.TakeAllUnlessHeld())
-	if errors.Is(err, ErrDuplicate) && a.cfg.Settle != nil {
-		return a.cfg.Settle(ctx)
-	}
-	return err
-}
-
-// ApplyPending applies every ready key now, in one transaction, even while
-// the scheduler is held: a copy that collides under a unique key of the new
-// table may only meet a row copied earlier whose change is pending. It
-// returns ErrDuplicate (the keys left pending) if they still collide.
-func (a *Applier) ApplyPending(ctx context.Context) error {
-	return a.applyTogether(ctx, a.sched.TakeAll())
-}
-
-// applyTogether applies keys, taken from the scheduler, in one transaction.
-func (a *Applier) applyTogether(ctx context.Context, keys []rowkey.Key) error {
+	keys := a.sched.TakeAllUnlessHeld()
 	if len(keys) == 0 {
 		return nil
 	}
@@ -237,10 +221,39 @@ func (a *Applier) applyTogether(ctx context.Context, keys []rowkey.Key) error {
 	conn.Close()
 	if err != nil {
 		a.sched.Requeue(keys)
+		if errors.Is(err, ErrDuplicate) && a.cfg.Settle != nil {
+			return a.cfg.Settle(ctx)
+		}
 		return err
 	}
 	a.fed(keys, nil)
 	a.sched.Done(keys)
+	return nil
+}
+
+// ApplyPending applies every ready key now, even while the scheduler is held
+// (not while the operator stopped it), in batches as the workers do, rows
+// the application holds locked left pending: a copy that collides under a
+// unique key of the new table may only meet a row copied earlier whose
+// change is pending. A batch that collides is left pending too.
+func (a *Applier) ApplyPending(ctx context.Context) error {
+	keys := a.sched.TakeAllUnlessStopped()
+	for i := 0; i < len(keys); i += a.cfg.BatchSize {
+		end := min(i+a.cfg.BatchSize, len(keys))
+		batch := keys[i:end:end]
+		locked, err := a.applyNowait(ctx, batch)
+		switch {
+		case err == nil:
+			a.fed(batch, locked)
+			a.sched.Done(without(batch, locked))
+			a.sched.Requeue(locked)
+		case errors.Is(err, ErrDuplicate):
+			a.sched.Requeue(batch)
+		default:
+			a.sched.Requeue(keys[i:])
+			return err
+		}
+	}
 	return nil
 }
 

@@ -345,6 +345,25 @@ func (s *Scheduler) TakeAllUnlessHeld() []rowkey.Key {
 	return s.takeLocked(len(s.ready))
 }
 
+// TakeAllUnlessStopped takes every ready key, even while held, unless the
+// operator stopped the scheduler.
+func (s *Scheduler) TakeAllUnlessStopped() []rowkey.Key {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil
+	}
+	return s.takeLocked(len(s.ready))
+}
+
+// Tracking reports whether the scheduler follows the copy (TrackCopy, until
+// CopyDone).
+func (s *Scheduler) Tracking() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.copy != nil
+}
+
 // Pause stops Next from handing out keys until the matching Resume, whether
 // or not the scheduler is held.
 func (s *Scheduler) Pause() {

@@ -74,16 +74,25 @@ type Config struct {
 	// OnDuplicate, if set, is called when a range's copy collides under a
 	// unique key of the new table (the statement rolled back, nothing of
 	// the range is in it), with the number of the collision in this range
-	// (from 1). It returns nil once a row copied earlier and since changed
-	// may have been brought up to date, and the range is copied again; an
-	// error stops the copy. After MaxDuplicates collisions in one range it
-	// is not called: the copy stops with ErrDuplicate.
-	OnDuplicate func(ctx context.Context, attempt int) error
+	// (from 1) and a function that copies the range on a connection. It
+	// brings rows copied earlier and changed since up to date, and may copy
+	// the range itself (copied: n rows); otherwise the range is copied
+	// again. An error stops the copy. After MaxDuplicates collisions in one
+	// range it is not called: the copy stops with ErrDuplicate.
+	OnDuplicate func(ctx context.Context, attempt int, copyRange CopyRange) (n int64, copied bool, err error)
+}
+
+// CopyRange copies the range that collided on q, returning the rows copied.
+type CopyRange func(ctx context.Context, q Execer) (int64, error)
+
+// Execer runs a statement (a *sql.Conn, a *sql.Tx).
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // MaxDuplicates is how many times a range that collides is settled
 // (Config.OnDuplicate) and copied again before the copy stops.
-const MaxDuplicates = 3
+const MaxDuplicates = 5
 
 // Gate admits the chunks (throttle.Throttler is one).
 type Gate interface {
@@ -328,13 +337,7 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 			n, id, err = c.recopy(ctx, gone, lostAt.Add(c.cfg.ReconnectFor), where, args)
 		}
 		if err == nil {
-			c.meter.record(time.Now(), c.rows.Add(n))
-			c.meter.chunk(time.Since(start), n)
-			c.chunks.Add(1)
-			if sp.Hi != nil && lostAt.IsZero() {
-				c.sizer.Observe(int(n), time.Since(start))
-			}
-			c.cutter.Observe(sp.Width, n)
+			c.copied(sp, n, start, lostAt.IsZero())
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -369,8 +372,17 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 			// A row copied earlier may have moved into this range since:
 			// its stale copy collides with it until its change is applied.
 			dups++
-			if serr := c.cfg.OnDuplicate(ctx, dups); serr != nil {
-				return serr
+			start := time.Now()
+			n, copied, serr := c.cfg.OnDuplicate(ctx, dups, func(ctx context.Context, q Execer) (int64, error) {
+				n, _, err := c.exec(ctx, q, where, args, 0)
+				return n, err
+			})
+			if serr != nil {
+				return fail(serr)
+			}
+			if copied {
+				c.copied(sp, n, start, false)
+				return nil
 			}
 			continue
 		case dbconn.ErrorNumber(err) == dbconn.ErrDupEntry:
@@ -387,6 +399,19 @@ func (c *Copier) copySpan(ctx context.Context, sp ranges.Span) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// copied records a range's copy of n rows that began at start; sized: its
+// time says how long such a range takes (not a copy after a lost connection
+// or under another's lock).
+func (c *Copier) copied(sp ranges.Span, n int64, start time.Time, sized bool) {
+	c.meter.record(time.Now(), c.rows.Add(n))
+	c.meter.chunk(time.Since(start), n)
+	c.chunks.Add(1)
+	if sp.Hi != nil && sized {
+		c.sizer.Observe(int(n), time.Since(start))
+	}
+	c.cutter.Observe(sp.Width, n)
 }
 
 // turns lets the workers numbered below a limit copy; the others wait.

@@ -84,11 +84,7 @@ func (c *Copier) conn(ctx context.Context) (*sql.Conn, int64, error) {
 	return conn, id, nil
 }
 
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-func (c *Copier) exec(ctx context.Context, q execer, where string, args []any, id int64) (int64, int64, error) {
+func (c *Copier) exec(ctx context.Context, q Execer, where string, args []any, id int64) (int64, int64, error) {
 	res, err := q.ExecContext(ctx, c.cfg.Mapping.CopySQL()+where, args...)
 	if err != nil {
 		return 0, id, err
