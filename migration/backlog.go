@@ -137,27 +137,38 @@ func (r *Runner) settleCopyCollisionIf(unique bool) func(context.Context, int, c
 // copy collided under a unique key of the new table. With such a key during
 // the copy (uniqueInCopy) the apply is held, so a row the application moved
 // into the range after it was copied at its old key is still there under
-// that key, and the copy collides with it. The first time, once the changes
-// made until now are read, every change whose key's range is copied (the
-// scheduler follows the copy) is applied as the workers apply them (no
-// table lock, rows the application holds left for later), and the range is
-// copied again. Writers may move more rows into the range meanwhile, so
-// after that the same is done, then the rest is applied and the range copied
-// on the connection that holds the original READ and the new table WRITE
-// (a brief stop of the writes). A collision there may still be a row whose
-// range is copied but whose change waits for an earlier range of its lane;
-// after copier.MaxDuplicates attempts the run stops as before, nothing
-// dropped.
+// that key, and the copy collides with it. Each time, once the changes made
+// until now are read, every change whose key's range is copied (the
+// scheduler follows the copy) is applied as the workers apply them (no table
+// lock, rows the application holds and keys that still collide left for
+// later), and the range is copied again. Writers may keep moving rows into
+// the range (the open range above the last key takes every new one), so from
+// the third time on the same is done on a connection that holds the original
+// READ and the new table WRITE (a brief stop of the writes), which then copies
+// the range itself. A collision can remain where the stale row's change
+// waits for an earlier range of its lane (the frontier): after
+// copier.MaxDuplicates attempts the run stops as before, nothing dropped.
 func (r *Runner) settleCopyCollision(ctx context.Context, attempt int, copyRange copier.CopyRange) (int64, bool, error) {
 	if attempt == 1 {
 		r.log.Info("a range copied collides under a unique key of the new table: applying the changes made since, then copying it again")
 	}
-	if err := r.applyCopiedChanges(ctx); err != nil || attempt == 1 {
+	r.copySettle.Lock()
+	defer r.copySettle.Unlock()
+	if err := r.applyCopiedChanges(ctx, nil); err != nil || attempt < 3 {
 		return 0, false, err
 	}
 	var n int64
 	copied := false
-	err := r.drainUnderReadLock(ctx, "copy collision settle", false, func(ctx context.Context, lock *sql.Conn) error {
+	spec := r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " WRITE" + r.queueLock("READ")
+	err := r.withTableLock(ctx, "copy collision settle", spec, r.pauseApply, func() { r.sched.Hold(false) }, func(ctx context.Context, lock *sql.Conn) error {
+		if r.poller != nil {
+			if err := r.drainQueue(ctx, lock); err != nil {
+				return err
+			}
+		}
+		if err := r.applyCopiedChanges(ctx, lock); err != nil {
+			return err
+		}
 		m, err := copyRange(ctx, lock)
 		if dbconn.ErrorNumber(err) == dbconn.ErrDupEntry {
 			return nil // not settled: the next attempt, or the stop
@@ -165,18 +176,14 @@ func (r *Runner) settleCopyCollision(ctx context.Context, attempt int, copyRange
 		n, copied = m, err == nil
 		return err
 	})
-	if errors.Is(err, errCollision) {
-		return 0, false, nil // the same: a change whose range waits
-	}
 	return n, copied, err
 }
 
 // applyCopiedChanges reads the changes made until now (the binlog up to its
 // current end, or the trigger queue) and applies every one whose key's range
-// is copied, one caller at a time.
-func (r *Runner) applyCopiedChanges(ctx context.Context) error {
-	r.copySettle.Lock()
-	defer r.copySettle.Unlock()
+// is copied (on lock, if set: Applier.ApplyPending). r.copySettle must be
+// held.
+func (r *Runner) applyCopiedChanges(ctx context.Context, lock *sql.Conn) error {
 	switch {
 	case r.streamer != nil:
 		pos, err := binlog.CurrentPosition(ctx, r.db)
@@ -191,10 +198,10 @@ func (r *Runner) applyCopiedChanges(ctx context.Context) error {
 		} else if err != nil {
 			r.log.Warn("the binlog was not read up to its end within 10s; applying what was read", "error", err.Error())
 		}
-	case r.poller != nil:
+	case r.poller != nil && lock == nil:
 		if _, err := r.poller.Poll(ctx, r.db); err != nil {
 			return err
 		}
 	}
-	return r.applier.ApplyPending(ctx)
+	return r.applier.ApplyPending(ctx, lock)
 }

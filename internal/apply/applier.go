@@ -235,26 +235,53 @@ func (a *Applier) resolve(ctx context.Context) error {
 // (not while the operator stopped it), in batches as the workers do, rows
 // the application holds locked left pending: a copy that collides under a
 // unique key of the new table may only meet a row copied earlier whose
-// change is pending. A batch that collides is left pending too.
-func (a *Applier) ApplyPending(ctx context.Context) error {
+// change is pending. A key whose row collides is left pending too (a batch
+// that collides is split until the keys that do are found). With lock (a
+// connection holding LOCK TABLES on both tables, see ApplyLocked) the keys
+// are applied on it, each batch in autocommit: a batch that fails after its
+// delete is left pending, its rows missing from the shadow until it is
+// applied.
+func (a *Applier) ApplyPending(ctx context.Context, lock *sql.Conn) error {
 	keys := a.sched.TakeAllUnlessStopped()
 	for i := 0; i < len(keys); i += a.cfg.BatchSize {
 		end := min(i+a.cfg.BatchSize, len(keys))
-		batch := keys[i:end:end]
-		locked, err := a.applyNowait(ctx, batch)
-		switch {
-		case err == nil:
-			a.fed(batch, locked)
-			a.sched.Done(without(batch, locked))
-			a.sched.Requeue(locked)
-		case errors.Is(err, ErrDuplicate):
-			a.sched.Requeue(batch)
-		default:
-			a.sched.Requeue(keys[i:])
+		if err := a.applySplit(ctx, lock, keys[i:end:end]); err != nil {
+			a.sched.Requeue(keys[end:])
 			return err
 		}
 	}
 	return nil
+}
+
+// applySplit is ApplyPending for one batch: it reports the applied keys done
+// and requeues the others, halving a batch that collides.
+func (a *Applier) applySplit(ctx context.Context, lock *sql.Conn, batch []rowkey.Key) error {
+	var locked []rowkey.Key
+	var err error
+	if lock == nil {
+		locked, err = a.applyNowait(ctx, batch)
+	} else {
+		err = a.applyOnce(ctx, directRunner{lock}, batch, a.share)
+	}
+	switch {
+	case err == nil:
+		a.fed(batch, locked)
+		a.sched.Done(without(batch, locked))
+		a.sched.Requeue(locked)
+		return nil
+	case errors.Is(err, ErrDuplicate) && len(batch) > 1:
+		half := len(batch) / 2
+		if err := a.applySplit(ctx, lock, batch[:half:half]); err != nil {
+			a.sched.Requeue(batch[half:])
+			return err
+		}
+		return a.applySplit(ctx, lock, batch[half:])
+	case errors.Is(err, ErrDuplicate):
+		a.sched.Requeue(batch)
+		return nil
+	}
+	a.sched.Requeue(batch)
+	return err
 }
 
 // ApplyLocked applies every ready key on conn, which holds LOCK TABLES on both

@@ -183,6 +183,11 @@ func (g *Guard) once(ctx context.Context, p Policy, fn func(context.Context, *sq
 	}
 	ok := false
 	defer func() {
+		// The pool's other users wait as long as the session settings say.
+		if ok {
+			_, err := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION lock_wait_timeout = "+dbconn.SessionSettings["lock_wait_timeout"])
+			ok = err == nil
+		}
 		if !ok {
 			// A lock-wait error or a kill leaves nothing to keep: discard the
 			// connection rather than return it in an unknown state.
