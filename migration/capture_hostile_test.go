@@ -226,7 +226,7 @@ func TestOptimizeDuringRun(t *testing.T) {
 func TestRestartUnreadableCheckpointKeepsCaptureTriggers(t *testing.T) {
 	db := tableT(t, 300)
 	installCapture(t, db, "t")
-	unreadable := []string{"CREATE TABLE IF NOT EXISTS _t_ckpt (id TINYINT UNSIGNED NOT NULL PRIMARY KEY, body LONGTEXT NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))",
+	unreadable := []string{"CREATE TABLE IF NOT EXISTS _t_ckpt (id TINYINT UNSIGNED NOT NULL PRIMARY KEY, body LONGTEXT NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) COMMENT='sluice checkpoint of the migration of t'",
 		`REPLACE INTO _t_ckpt (id, body) VALUES (1, '{"format": "not a number"')`}
 	db.MustExec(t, unreadable...)
 	db.MustExec(t, "UPDATE t SET v = v + 1 WHERE id < 5")
@@ -266,6 +266,32 @@ func TestRestartUnreadableCheckpointKeepsCaptureTriggers(t *testing.T) {
 	}
 	if _, err := db.Exec("INSERT INTO t (id, v) VALUES (1001, 1)"); err != nil {
 		t.Errorf("after the refused run, the application's write to t fails: %v", err)
+	}
+}
+
+// TestRestartLeavesAForeignCheckpointName: a table of the user's under the
+// checkpoint's name (_t_ckpt) is neither read nor dropped, --restart or not:
+// the run refuses in one line, and every table stays as it was.
+func TestRestartLeavesAForeignCheckpointName(t *testing.T) {
+	db := tableT(t, 300)
+	db.MustExec(t, "CREATE TABLE _t_ckpt (x INT)", "INSERT INTO _t_ckpt VALUES (42)")
+	before := db.Dump(t, "t", "id, v", "id")
+	for _, restart := range []bool{false, true} {
+		cfg := config(t, db, "t", "ADD COLUMN c INT")
+		cfg.Method, cfg.Restart = "copy", restart
+		_, err := mustRunner(t, cfg).Run(context.Background())
+		if !errors.Is(err, migration.ErrPreflight) || !strings.Contains(err.Error(), "is a table sluice did not make") {
+			t.Errorf("restart %v: %v, want a refusal naming _t_ckpt", restart, err)
+		}
+		if got := db.Dump(t, "_t_ckpt", "x", "x"); len(got) != 1 || strings.Trim(got[0][0], "'") != "42" {
+			t.Errorf("restart %v: _t_ckpt holds %v, want its row 42", restart, got)
+		}
+		if after := db.Dump(t, "t", "id, v", "id"); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("restart %v: t changed", restart)
+		}
+		if tables := db.Tables(t); !slices.Equal(tables, []string{"_t_ckpt", "t"}) {
+			t.Errorf("restart %v: tables %v", restart, tables)
+		}
 	}
 }
 

@@ -138,9 +138,15 @@ func (cp *checkpoint) spans() ([]ranges.Span, error) {
 	return out, nil
 }
 
+// checkpointComment begins the comment of every checkpoint table.
+const checkpointComment = "sluice checkpoint"
+
+// errNotCheckpoint: the checkpoint's name is a table sluice did not make.
+var errNotCheckpoint = errors.New("is a table sluice did not make")
+
 // createCheckpointTable creates _T_ckpt; one that exists is an error.
 func (r *Runner) createCheckpointTable(ctx context.Context) error {
-	comment := fmt.Sprintf("sluice checkpoint of the migration of %s: run the same sluice migrate again to resume, or with --restart", r.orig.Name)
+	comment := fmt.Sprintf(checkpointComment+" of the migration of %s: run the same sluice migrate again to resume, or with --restart", r.orig.Name)
 	err := r.execToEnd(ctx, "CREATE TABLE "+dbconn.QuoteTable(r.cfg.Database, r.names.Checkpoint)+
 		" (id TINYINT UNSIGNED NOT NULL PRIMARY KEY, body LONGTEXT NOT NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) COMMENT="+
 		dbconn.QuoteString(comment))
@@ -169,6 +175,19 @@ func (r *Runner) saveCheckpoint(ctx context.Context, cp *checkpoint) error {
 // loadCheckpoint reads the checkpoint; found is false when its table does
 // not exist, cp is nil when the table holds none.
 func loadCheckpoint(ctx context.Context, db *sql.DB, database, table string) (cp *checkpoint, found bool, err error) {
+	// A table of that name that sluice did not make (its comment says so)
+	// is the user's: never read as a checkpoint, never dropped.
+	var comment string
+	err = db.QueryRowContext(ctx, `SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
+		database, table).Scan(&comment)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, false, nil
+	case err != nil:
+		return nil, true, fmt.Errorf("read the checkpoint %s: %w", table, err)
+	case !strings.HasPrefix(comment, checkpointComment):
+		return nil, true, fmt.Errorf("%s.%s, the name of sluice's checkpoint for this table, %w (its comment does not say so), so sluice neither reads nor drops it, --restart or not: rename it", database, table, errNotCheckpoint)
+	}
 	var body string
 	err = db.QueryRowContext(ctx, "SELECT body FROM "+dbconn.QuoteTable(database, table)+" WHERE id = 1").Scan(&body)
 	switch {

@@ -169,7 +169,7 @@ const restartHint = "run with --restart to drop it and start over"
 func (r *Runner) previousRun(ctx context.Context) (err error) {
 	cp, found, err := loadCheckpoint(ctx, r.db, r.cfg.Database, r.names.Checkpoint)
 	if err != nil {
-		if r.cfg.Restart {
+		if r.cfg.Restart && !errors.Is(err, errNotCheckpoint) {
 			// An unreadable checkpoint names no run to end; its capture
 			// triggers and queue go all the same, before anything reads
 			// the table's triggers as the user's.
