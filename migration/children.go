@@ -139,20 +139,27 @@ func (r *Runner) relatedTables() []string {
 // one table, reference table to of the database instead: one per child
 // table (keys come grouped by table, as ChildrenOf reads them), each key
 // dropped and made again under its other name (Toggled).
-func (r *Runner) repointing(keys []schema.ChildKey, to string) []string {
+func (r *Runner) repointing(ctx context.Context, keys []schema.ChildKey, to string) ([]string, error) {
 	var stmts []string
 	for i := 0; i < len(keys); {
 		j := i
 		var specs []string
+		var cols [][]string
 		for ; j < len(keys) && keys[j].Table == keys[i].Table; j++ {
 			k := keys[j].ForeignKey
 			k.RefSchema, k.RefTable = r.cfg.Database, to
 			specs = append(specs, "DROP FOREIGN KEY "+dbconn.QuoteIdent(keys[j].Name), "ADD "+k.Definition(schema.Toggled(keys[j].Name)))
+			cols = append(cols, k.Columns)
 		}
+		child, err := schema.Load(ctx, r.db, keys[i].Schema, keys[i].Table)
+		if err != nil {
+			return nil, fmt.Errorf("read the indexes of %s: %w", keys[i].Table, err)
+		}
+		specs = append(keepIndexNames(child, cols), specs...)
 		stmts = append(stmts, "ALTER TABLE "+dbconn.QuoteTable(keys[i].Schema, keys[i].Table)+" "+strings.Join(specs, ", "))
 		i = j
 	}
-	return stmts
+	return stmts, nil
 }
 
 // pointChildren re-points, on conn, every foreign key that references table
@@ -169,7 +176,11 @@ func (r *Runner) pointChildren(ctx context.Context, conn *sql.Conn, from, to str
 		return err
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION foreign_key_checks = 1")
-	for _, q := range r.repointing(keys, to) {
+	stmts, err := r.repointing(ctx, keys, to)
+	if err != nil {
+		return err
+	}
+	for _, q := range stmts {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("re-point the foreign keys referencing %s to %s: %w", from, to, err)
 		}

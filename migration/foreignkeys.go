@@ -272,13 +272,39 @@ func (r *Runner) missingForeignKeys(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("read the new table's foreign keys: %w", err)
 	}
 	var adds []string
+	var cols [][]string
 	for _, fk := range r.orig.ForeignKeys {
 		name, _ := schema.ForeignKeyFor(r.orig.Name, r.names.Shadow, fk.Name)
 		if !slices.ContainsFunc(shadow.ForeignKeys, func(h schema.ForeignKey) bool { return dbconn.SameName(h.Name, name) }) {
 			adds = append(adds, "ADD "+fk.Definition(name))
+			cols = append(cols, fk.Columns)
 		}
 	}
-	return adds, nil
+	return append(keepIndexNames(shadow, cols), adds...), nil
+}
+
+// keepIndexNames returns RENAME INDEX clauses, each of an index of t to its
+// own name, for the indexes that begin with one of keys' columns. The
+// server replaces an index it made for a foreign key (CREATE TABLE LIKE
+// copies it as such) with one named after the constraint when a key on
+// those columns is added, as the swap adds them to the new table and to
+// the children under their other names: renamed in the same ALTER, the
+// index is an ordinary one and keeps its name, as the server's own ALTER
+// keeps it.
+func keepIndexNames(t *schema.Table, keys [][]string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, cols := range keys {
+		for _, ix := range t.Indexes {
+			k := dbconn.NameKey(ix.Name)
+			if seen[k] || strings.EqualFold(ix.Name, "PRIMARY") || ix.Kind == "FULLTEXT" || ix.Kind == "SPATIAL" || !schema.LedBy(ix.Columns, cols) {
+				continue
+			}
+			seen[k] = true
+			out = append(out, "RENAME INDEX "+dbconn.QuoteIdent(ix.Name)+" TO "+dbconn.QuoteIdent(ix.Name))
+		}
+	}
+	return out
 }
 
 // dropShadowForeignKeys takes the foreign keys off the shadow again, when the

@@ -555,3 +555,43 @@ func TestDeathInTheCutoverOfRelatedTables(t *testing.T) {
 		})
 	}
 }
+
+// TestForeignKeyIndexNamesKept: the indexes the server made for foreign keys
+// keep their names through the swap, on the table and on its children, as
+// the server's own ALTER keeps them (the server renamed such an index after
+// the constraint when the swap added the key again: _t_new_ibfk_1, _myfk).
+func TestForeignKeyIndexNamesKept(t *testing.T) {
+	db := testdb.New(t)
+	db.SkipUnless(t, dbconn.MySQL, "foreign keys are carried on MySQL only")
+	for _, suffix := range []string{"", "2"} {
+		db.MustExec(t, "CREATE TABLE IF NOT EXISTS p (id INT PRIMARY KEY, k2 INT NOT NULL, UNIQUE KEY uk (id, k2))",
+			"INSERT IGNORE INTO p VALUES (1, 1), (2, 2)",
+			fmt.Sprintf(`CREATE TABLE t%s (id INT PRIMARY KEY, pid INT, p2 INT, rid INT, sid INT, KEY mine (sid),
+				FOREIGN KEY (pid, p2) REFERENCES p (id, k2), CONSTRAINT myfk%s FOREIGN KEY (rid) REFERENCES p (id),
+				FOREIGN KEY (sid) REFERENCES p (id))`, suffix, suffix),
+			fmt.Sprintf("INSERT INTO t%s VALUES (1, 1, 1, 1, 1), (2, 2, 2, 2, 2)", suffix),
+			fmt.Sprintf("CREATE TABLE ch%s (id INT PRIMARY KEY, tid INT, FOREIGN KEY (tid) REFERENCES t%s (id))", suffix, suffix),
+			fmt.Sprintf("INSERT INTO ch%s VALUES (1, 1)", suffix))
+	}
+	db.MustExec(t, "ALTER TABLE t2 ADD COLUMN c INT, ALGORITHM=COPY")
+	migrate(t, config(t, db, "t", "ADD COLUMN c INT"))
+	indexes := func(table string) []string {
+		var out []string
+		for _, line := range strings.Split(showCreate(t, db, table), "\n") {
+			if l := strings.TrimSpace(line); strings.HasPrefix(l, "KEY ") {
+				out = append(out, strings.NewReplacer("myfk2", "myfk", "t2", "t").Replace(strings.TrimSuffix(l, ",")))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, pair := range [][2]string{{"t", "t2"}, {"ch", "ch2"}} {
+		got, want := indexes(pair[0]), indexes(pair[1])
+		if !slices.Equal(got, want) {
+			t.Errorf("indexes of %s after sluice %q, after the server's ALTER %q", pair[0], got, want)
+		}
+		if len(got) == 0 {
+			t.Errorf("%s has no index: the comparison proves nothing", pair[0])
+		}
+	}
+}

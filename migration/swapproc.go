@@ -86,7 +86,11 @@ func (r *Runner) prepareSwap(ctx context.Context) error {
 		stmts = append(stmts, "ALTER TABLE "+shadowQ+" "+strings.Join(adds, ", "))
 	}
 	plan := swapPlan{children: keyDefinitions(children)}
-	stmts = append(stmts, r.repointing(children, r.names.Shadow)...)
+	repoint, err := r.repointing(ctx, children, r.names.Shadow)
+	if err != nil {
+		return err
+	}
+	stmts = append(stmts, repoint...)
 	oldQ := dbconn.QuoteTable(r.cfg.Database, r.names.Old)
 	stmts = append(stmts, "RENAME TABLE "+r.orig.Quoted()+" TO "+oldQ+", "+shadowQ+" TO "+r.orig.Quoted())
 	if drops := r.oldKeyDrops(); len(drops) > 0 {
