@@ -238,6 +238,13 @@ func (r *Runner) preflight(ctx context.Context) error {
 	if why := SQLModeRefusal(r.vars.SQLMode, r.alter.Clause); why != "" {
 		return preflightErr("%s", why)
 	}
+	for _, v := range r.alter.NonDeterministic {
+		// On every path: even an INSTANT ALTER takes the value in sluice's
+		// session, whose settings are its own.
+		if strings.HasPrefix(v.Cause, "@") {
+			return preflightErr("column %s: its DEFAULT reads the variable %s, which takes the value of the session that runs the ALTER or inserts the row, and sluice's sessions are not yours: give it a constant default, or run this ALTER with the server's own ALTER TABLE", v.Column, v.Cause)
+		}
+	}
 	r.live.name(t.Database, t.Name)
 	r.vars.Database = t.Database
 	if err := r.useServerZone(ctx, t.PKColumns()); err != nil {

@@ -135,6 +135,15 @@ func volatiles(col *ast.ColumnDef) []Volatile {
 			if o.Expr == nil {
 				continue
 			}
+			var vr varRefs
+			o.Expr.Accept(&vr)
+			for _, v := range vr {
+				at := "@"
+				if v.IsSystem {
+					at = "@@"
+				}
+				add(VolatileSession, at+v.Name)
+			}
 			var fc funcCalls
 			o.Expr.Accept(&fc)
 			for _, call := range fc {
@@ -158,6 +167,20 @@ func hasAutoIncrement(col *ast.ColumnDef) bool {
 	}
 	return false
 }
+
+// varRefs collects the variables an expression reads (@@sql_mode, @x):
+// MariaDB takes them in a DEFAULT, where they read the session that inserts
+// the row (sluice's), not the one that ran the ALTER.
+type varRefs []*ast.VariableExpr
+
+func (v *varRefs) Enter(n ast.Node) (ast.Node, bool) {
+	if x, ok := n.(*ast.VariableExpr); ok {
+		*v = append(*v, x)
+	}
+	return n, false
+}
+
+func (v *varRefs) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 
 // funcCalls collects the function calls in an expression, outer ones first.
 type funcCalls []*ast.FuncCallExpr

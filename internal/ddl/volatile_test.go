@@ -142,6 +142,10 @@ func TestNonDeterministicRefusedOrReported(t *testing.T) {
 		{"ADD COLUMN r INT DEFAULT (IF(RAND() > 0.5, 1, 0))", "r random RAND()"},
 		{"ADD COLUMN s BIGINT DEFAULT (UUID_SHORT() + 1)", "s random UUID_SHORT()"},
 		{"ADD COLUMN c BIGINT DEFAULT (ROW_COUNT())", "c session ROW_COUNT()"},
+		{"ADD COLUMN m VARCHAR(300) DEFAULT (@@sql_mode)", "m session @@sql_mode"},
+		{"ADD COLUMN m VARCHAR(30) DEFAULT (CONCAT(@@session.time_zone, 'x'))", "m session @@time_zone"},
+		{"ADD COLUMN m VARCHAR(30) DEFAULT (@@tx_isolation)", "m session @@tx_isolation"},
+		{"ADD COLUMN m INT DEFAULT (@x + 1)", "m session @x"},
 	}
 	for _, c := range cases {
 		a, err := Parse(c.alter)
