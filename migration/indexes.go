@@ -77,6 +77,13 @@ func (r *Runner) deferIndexes(ctx context.Context, uniqueOnly bool) error {
 	if keys, err = r.keepAutoIncrementKey(ddl, all, keys); err != nil {
 		return err
 	}
+	for _, k := range keys {
+		if k.Unique && strings.Contains(k.Def, " WITHOUT OVERLAPS)") {
+			// Its build after the copy is ALGORITHM=COPY only, and the binlog
+			// reader cannot read the statement.
+			return preflightErr("unique key %s (WITHOUT OVERLAPS) is one sluice cannot build after the copy: run this ALTER with the server's own ALTER TABLE", k.Name)
+		}
+	}
 	if len(keys) == 0 {
 		return nil
 	}
