@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/binlog"
 	"github.com/sluicedb/sluice/internal/copier"
 	"github.com/sluicedb/sluice/internal/dbconn"
+	"github.com/sluicedb/sluice/internal/mdl"
 )
 
 // catchUp releases the changes held during the copy and waits until the
@@ -154,19 +156,39 @@ func (r *Runner) settleCopyCollision(ctx context.Context, attempt int, copyRange
 	}
 	r.copySettle.Lock()
 	defer r.copySettle.Unlock()
+	if r.copySettle.spent > settleBudget {
+		return 0, false, fmt.Errorf("%w: the collisions were settled for %s already", copier.ErrDuplicate, settleBudget)
+	}
+	began := time.Now()
+	defer func() { r.copySettle.spent += time.Since(began) }()
 	if err := r.applyCopiedChanges(ctx, nil); err != nil || attempt < 3 {
 		return 0, false, err
 	}
 	var n int64
 	copied := false
 	spec := r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " WRITE" + r.queueLock("READ")
-	err := r.withTableLock(ctx, "copy collision settle", spec, r.pauseApply, func() { r.sched.Hold(false) }, func(ctx context.Context, lock *sql.Conn) error {
+	// Bounded: the copy stops on the collision rather than wait long for
+	// these locks.
+	lctx, cancel := context.WithTimeout(ctx, settleLockFor)
+	defer cancel()
+	err := r.withTableLock(lctx, "copy collision settle", spec, r.pauseApply, func() { r.sched.Hold(false) }, func(ctx context.Context, lock *sql.Conn) error {
 		if r.poller != nil {
 			if err := r.drainQueue(ctx, lock); err != nil {
 				return err
 			}
 		}
-		if err := r.applyCopiedChanges(ctx, lock); err != nil {
+		// Under the table locks, a row lock can only be a prepared XA
+		// transaction's: not waited for (applyLocked).
+		if _, err := lock.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
+			return err
+		}
+		err := r.applyCopiedChanges(ctx, lock)
+		if _, rerr := lock.ExecContext(context.WithoutCancel(ctx), "SET SESSION innodb_lock_wait_timeout = "+dbconn.SessionSettings["innodb_lock_wait_timeout"]); rerr != nil && err == nil {
+			err = rerr
+		}
+		if n := dbconn.ErrorNumber(err); n == dbconn.ErrLockWaitTimeout || n == dbconn.ErrLockDeadlock {
+			return nil // not settled: the next attempt, or the stop
+		} else if err != nil {
 			return err
 		}
 		m, err := copyRange(ctx, lock)
@@ -176,7 +198,26 @@ func (r *Runner) settleCopyCollision(ctx context.Context, attempt int, copyRange
 		n, copied = m, err == nil
 		return err
 	})
+	if err != nil && ctx.Err() == nil && lctx.Err() != nil {
+		r.log.Info("the locks to settle a copy collision were not had in time", "within", settleLockFor)
+		return 0, false, nil // not settled: the next attempt, or the stop
+	}
 	return n, copied, err
+}
+
+// settleLockFor bounds one locked attempt of settleCopyCollision, and
+// settleBudget the time a run spends settling collisions: past it, a
+// collision stops the run (writers that keep moving rows across a copy
+// this busy would otherwise hold it, and its locks, for long).
+const (
+	settleLockFor = 10 * time.Second
+	settleBudget  = 30 * time.Second
+)
+
+// copySettle serialises settleCopyCollision and counts its time.
+type copySettle struct {
+	sync.Mutex
+	spent time.Duration
 }
 
 // applyCopiedChanges reads the changes made until now (the binlog up to its
@@ -190,12 +231,19 @@ func (r *Runner) applyCopiedChanges(ctx context.Context, lock *sql.Conn) error {
 		if err != nil {
 			return err
 		}
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		limit := 10 * time.Second
+		if lock != nil {
+			limit = time.Second // the writes wait meanwhile (drainLocked)
+		}
+		wctx, cancel := context.WithTimeout(ctx, limit)
 		err = r.streamer.WaitFor(wctx, pos)
 		cancel()
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return ctx.Err()
-		} else if err != nil {
+		case err != nil && lock != nil:
+			return fmt.Errorf("%w: binlog not read up to %s within %s", mdl.ErrRetry, pos, limit)
+		case err != nil:
 			r.log.Warn("the binlog was not read up to its end within 10s; applying what was read", "error", err.Error())
 		}
 	case r.poller != nil && lock == nil:

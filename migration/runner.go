@@ -94,7 +94,7 @@ type Runner struct {
 	// copyHeld: the apply is held (Scheduler.Hold) until the catch-up;
 	// uniqueInCopy: because the shadow has a unique key during the copy.
 	copyHeld, uniqueInCopy bool
-	copySettle             sync.Mutex // one copy collision settled at a time (backlog.go)
+	copySettle             copySettle // one copy collision settled at a time (backlog.go)
 	// newPKCollides: the ALTER gives the new table a primary key that two
 	// rows of the original may share (rowkey.go).
 	newPKCollides bool
