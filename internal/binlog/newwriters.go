@@ -37,11 +37,16 @@ const account = `(?:current_user(?:\s*\(\s*\))?|` + accountPart + `(?:\s*@\s*` +
 const accountPart = "(?:`(?:[^`]|``)*`|'(?:[^'\\\\]|\\\\.|'')*'|\"(?:[^\"\\\\]|\\\\.|\"\")*\"|[0-9a-z_$.%\\-\u0080-\U0010ffff]+)"
 
 // learnWriter adds to Config.Writers the view, routine or trigger's table
-// that lower (a statement, lower-cased) makes, if it names the table or a
-// known writer.
-func (s *Streamer) learnWriter(lower string) {
+// that lower (a statement, lower-cased, run with default database schema)
+// makes, if it names the table or a known writer.
+func (s *Streamer) learnWriter(schema, lower string) {
 	m := madeWriter.FindStringSubmatch(lower)
 	if m == nil {
+		return
+	}
+	if !s.cfg.sameName(schema, s.cfg.Database) && !mentions(lower, s.cfg.Database) {
+		// Made in another database without naming ours: its unqualified
+		// names are that database's tables (as checkQuery reads them).
 		return
 	}
 	body := lower[len(m[0]):]

@@ -119,7 +119,7 @@ func (s *Streamer) checkQuery(schema, query string, mode tidbmysql.SQLMode) erro
 	}
 	q = unwrapExecutable(q)
 	lower := strings.ToLower(q)
-	s.learnWriter(lower) // newwriters.go
+	s.learnWriter(schema, lower) // newwriters.go
 	s.countRebuild(schema, lower)
 	if err := s.checkWriters(q, lower, mode); err != nil {
 		return err

@@ -158,3 +158,31 @@ func TestRebuildsCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestWritersMadeInAnotherDatabase: a view made in another database over
+// that database's own table of the same name is not a writer of the table
+// (a write through it stopped every migration of a table so named); one
+// that names the table's database is.
+func TestWritersMadeInAnotherDatabase(t *testing.T) {
+	for _, tc := range []struct {
+		made  string
+		stops bool
+	}{
+		{"CREATE VIEW vw AS SELECT * FROM orders", false},
+		{"CREATE TRIGGER x_ai AFTER INSERT ON x FOR EACH ROW UPDATE orders SET a = 1", false},
+		{"CREATE VIEW vw AS SELECT * FROM shop.orders", true},
+		{"CREATE VIEW vw AS SELECT * FROM `shop`.`orders`", true},
+	} {
+		s := &Streamer{cfg: Config{Database: "shop", Table: "orders"}}
+		if err := s.checkQuery("other", tc.made, 0); err != nil {
+			t.Errorf("%q stops the run: %v", tc.made, err)
+		}
+		for _, write := range []string{"UPDATE vw SET a = 1", "INSERT INTO x VALUES (1)"} {
+			err := s.checkQuery("other", write, 0)
+			want := tc.stops && (strings.Contains(tc.made, "VIEW") == strings.Contains(write, "vw"))
+			if stopped := errors.Is(err, ErrTableChanged); stopped != want {
+				t.Errorf("after %q in another database, %q: %v, want a stop: %v", tc.made, write, err, want)
+			}
+		}
+	}
+}
