@@ -119,8 +119,10 @@ func TestAdviseTwoServers(t *testing.T) {
 	switch {
 	case budgets["default"] <= budgets["alt"]:
 		t.Logf("the default server's free pool allows no more than the alt's (%d, %d): the two buffers are not compared", budgets["default"], budgets["alt"])
-	case smallBuf >= bigBuf:
-		t.Errorf("the 256 MiB server got a buffer of %d, the 2 GiB one %d: the smaller free memory should hold it lower", smallBuf, bigBuf)
+	case smallBuf > bigBuf:
+		// Equal is right too: the buffers are rounded down to a power of
+		// two a thread (99 and 64 MiB for 2 threads both give 32 MiB).
+		t.Errorf("the 256 MiB server got a buffer of %d, the 2 GiB one %d: the smaller free memory should hold it no higher", smallBuf, bigBuf)
 	}
 	if _, why := big.get(t, "innodb_log_writer_threads"); !strings.Contains(why, "binlog is on") || !big.Binlog {
 		t.Errorf("the sandbox runs with the binlog: %q", why)
