@@ -14,6 +14,13 @@ func TestForeignKeyRefusal(t *testing.T) {
 	cascade.OnDelete = "CASCADE"
 	elsewhere := restrict
 	elsewhere.RefSchema = "other"
+	// overlap: a on (p) and b on (col, p2), both to parent, with these ON DELETE actions.
+	overlap := func(a, b, col string) (schema.ForeignKey, schema.ForeignKey) {
+		x, y := restrict, restrict
+		x.Name, x.OnDelete = "a", a
+		y.Name, y.OnDelete, y.Columns, y.RefColumns = "b", b, []string{col, "p2"}, []string{"id", "x"}
+		return x, y
+	}
 	child := func(fks ...schema.ForeignKey) *schema.Table {
 		return &schema.Table{Database: "shop", Name: "t", ForeignKeys: fks}
 	}
@@ -48,6 +55,19 @@ func TestForeignKeyRefusal(t *testing.T) {
 		{"a parent, sentry cut-over", parent("shop", "c"), alter("ADD x INT"), logged, false, "referenced by foreign keys (shop.c (fk)); sluice re-points them to the new table only on MySQL"},
 		{"a parent of another database's table", parent("other", "c"), alter("ADD x INT"), logged, true, "from another database"},
 		{"its own parent", parent("shop", "t"), alter("ADD x INT"), logged, true, "references itself"},
+		{"shared column, cascade and set null", child(overlap("CASCADE", "SET NULL", "p")), alter("ADD x INT"), logged, true, "foreign keys a and b of t reference one table on shared columns"},
+		{"shared column, restrict and cascade", child(overlap("NO ACTION", "CASCADE", "p")), alter("ADD x INT"), logged, true, "which the server applies first"},
+		{"shared column, same actions", child(overlap("RESTRICT", "NO ACTION", "p")), alter("ADD x INT"), logged, true, ""},
+		{"no shared column", child(overlap("CASCADE", "SET NULL", "other")), alter("ADD x INT"), logged, true, ""},
+		{"a parent of two clashing keys of one child", &schema.Table{Database: "shop", Name: "t", Children: []schema.ChildKey{
+			{Schema: "shop", Table: "c", ForeignKey: schema.ForeignKey{Name: "a", Columns: []string{"P"}, RefSchema: "shop", RefTable: "t", OnDelete: "CASCADE"}},
+			{Schema: "shop", Table: "d", ForeignKey: schema.ForeignKey{Name: "x", Columns: []string{"p"}, RefSchema: "shop", RefTable: "t", OnDelete: "SET NULL"}},
+			{Schema: "shop", Table: "c", ForeignKey: schema.ForeignKey{Name: "b", Columns: []string{"q", "p"}, RefSchema: "shop", RefTable: "t", OnDelete: "SET NULL"}}}},
+			alter("ADD x INT"), logged, true, "referenced by foreign keys shop.c (a) and b"},
+		{"a parent of keys of two children", &schema.Table{Database: "shop", Name: "t", Children: []schema.ChildKey{
+			{Schema: "shop", Table: "c", ForeignKey: schema.ForeignKey{Name: "a", Columns: []string{"p"}, RefSchema: "shop", RefTable: "t", OnDelete: "CASCADE"}},
+			{Schema: "shop", Table: "d", ForeignKey: schema.ForeignKey{Name: "b", Columns: []string{"p"}, RefSchema: "shop", RefTable: "t", OnDelete: "SET NULL"}}}},
+			alter("ADD x INT"), logged, true, ""},
 		{"its own parent and another's, sentry cut-over", &schema.Table{Database: "shop", Name: "t", Children: []schema.ChildKey{
 			{Schema: "shop", Table: "c", ForeignKey: schema.ForeignKey{Name: "fk"}}, {Schema: "shop", Table: "t", ForeignKey: schema.ForeignKey{Name: "up"}}}},
 			alter("ADD x INT"), logged, false, "references itself"},

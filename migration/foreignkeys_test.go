@@ -351,7 +351,11 @@ func TestForeignKeyRefusals(t *testing.T) {
 	db.MustExec(t, "CREATE TABLE p (id INT PRIMARY KEY)",
 		"CREATE TABLE c (id INT PRIMARY KEY, pid INT, v INT, CONSTRAINT fk_c FOREIGN KEY (pid) REFERENCES p (id))",
 		"CREATE TABLE n (id INT PRIMARY KEY, pid INT NULL, CONSTRAINT fk_n FOREIGN KEY (pid) REFERENCES p (id) ON DELETE SET NULL)",
-		"CREATE TABLE other (id INT PRIMARY KEY, pid INT)")
+		"CREATE TABLE other (id INT PRIMARY KEY, pid INT)",
+		"CREATE TABLE q (id INT PRIMARY KEY, x INT, UNIQUE KEY (id, x))",
+		// Which of these the server applies first to a delete from q
+		// decides whether the row is deleted or keeps NULLs.
+		"CREATE TABLE o (id INT PRIMARY KEY, qid INT, qx INT, CONSTRAINT z FOREIGN KEY (qid, qx) REFERENCES q (id, x) ON DELETE SET NULL, CONSTRAINT a FOREIGN KEY (qid) REFERENCES q (id) ON DELETE CASCADE)")
 	cases := []struct{ table, alter, want string }{
 		{"other", "ADD COLUMN x INT, ADD FOREIGN KEY (pid) REFERENCES p (id)", "adds a foreign key"},
 	}
@@ -368,6 +372,8 @@ func TestForeignKeyRefusals(t *testing.T) {
 			struct{ table, alter, want string }{"c", "CHANGE pid pid_old INT, ADD COLUMN pid INT, ADD INDEX (pid)", "drops, renames or refills column pid"},
 			struct{ table, alter, want string }{"c", "CHANGE pid pid_old INT, CHANGE v pid INT, ADD INDEX (pid)", "drops, renames or refills column pid"},
 			struct{ table, alter, want string }{"n", "MODIFY pid INT NOT NULL", "sets to NULL"},
+			struct{ table, alter, want string }{"o", "ADD COLUMN x INT", "foreign keys a and z of o reference one table on shared columns with different actions"},
+			struct{ table, alter, want string }{"q", "ADD COLUMN y INT", "referenced by foreign keys"},
 		)
 	}
 	before := db.Tables(t)
