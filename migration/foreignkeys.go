@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pingcap/tidb/pkg/parser/ast"
+
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/ddl"
 	"github.com/sluicedb/sluice/internal/mdl"
@@ -57,8 +59,16 @@ func foreignKeyRefusal(t *schema.Table, a *ddl.Alter, v ServerVars, underLock bo
 	if len(t.ForeignKeys) == 0 {
 		return nil
 	}
-	if len(a.DropsForeignKeys) > 0 {
-		return preflightErr("the ALTER drops foreign key %s; drop it first with its own ALTER TABLE %s DROP FOREIGN KEY %s (in place, instant), then run sluice with the rest", a.DropsForeignKeys[0], t.Name, a.DropsForeignKeys[0])
+	drops := a.DropsForeignKeys
+	for _, spec := range a.Specs {
+		// DROP CONSTRAINT, which the parser reads as DROP CHECK, drops
+		// a foreign key of that name too.
+		if spec.Tp == ast.AlterTableDropCheck && spec.Constraint != nil && slices.ContainsFunc(t.ForeignKeys, func(fk schema.ForeignKey) bool { return strings.EqualFold(fk.Name, spec.Constraint.Name) }) {
+			drops = append(drops, spec.Constraint.Name)
+		}
+	}
+	if len(drops) > 0 {
+		return preflightErr("the ALTER drops foreign key %s; drop it first with its own ALTER TABLE %s DROP FOREIGN KEY %s (in place, instant), then run sluice with the rest", drops[0], t.Name, drops[0])
 	}
 	if !underLock {
 		// MariaDB's cut-over holds only the original (sentry.go): the old

@@ -366,6 +366,7 @@ func TestForeignKeyRefusals(t *testing.T) {
 			struct{ table, alter, want string }{"p", "MODIFY id BIGINT", "changes column id, which foreign key"},
 			struct{ table, alter, want string }{"p", "DROP PRIMARY KEY, ADD PRIMARY KEY (id, x), ADD COLUMN x INT NOT NULL DEFAULT 0", "no primary key or unique index on exactly (id)"},
 			struct{ table, alter, want string }{"c", "ADD COLUMN x INT, DROP FOREIGN KEY fk_c", "drop it first"},
+			struct{ table, alter, want string }{"c", "ADD COLUMN x INT, DROP CONSTRAINT fk_c", "drops foreign key fk_c; drop it first"},
 			struct{ table, alter, want string }{"c", "MODIFY pid BIGINT", "changes column pid of foreign key fk_c"},
 			struct{ table, alter, want string }{"c", "DROP COLUMN pid", "drops, renames or refills column pid"},
 			// Same name and type, other values: the key would be added over rows it was never checked on.

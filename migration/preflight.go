@@ -493,6 +493,11 @@ func (r *Runner) createShadow(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return err // cancelled, not refused
 		}
+		if name, clause := namedCheck(r.alter); name != "" && r.vars.Flavor != dbconn.MariaDB &&
+			(dbconn.ErrorNumber(err) == errCheckNotFound || dbconn.ErrorNumber(err) == errConstraintNotFound) {
+			return preflightErr("the ALTER names CHECK constraint %s, which the new table holds under a generated name (MySQL keeps a constraint name unique in a database); run ALTER TABLE %s %s natively first, then sluice with the rest",
+				name, dbconn.QuoteIdent(r.orig.Name), clause)
+		}
 		return preflightErr("the ALTER does not apply to %s: %v", r.orig.Name, err)
 	}
 	var err error
@@ -739,6 +744,24 @@ func (r *Runner) recheckOriginal(ctx context.Context) error {
 		return fmt.Errorf("%w: %s was altered while sluice prepared its migration; run sluice again", binlog.ErrTableChanged, r.orig.Name)
 	}
 	return nil
+}
+
+// The server's errors for a CHECK constraint, or any constraint, it cannot
+// find by name.
+const (
+	errCheckNotFound      = 3821
+	errConstraintNotFound = 3940
+)
+
+// namedCheck returns the first CHECK constraint the ALTER drops or alters
+// by name (DROP CHECK, DROP CONSTRAINT, ALTER CHECK), and that clause.
+func namedCheck(a *ddl.Alter) (name, clause string) {
+	for _, spec := range a.Specs {
+		if (spec.Tp == ast.AlterTableDropCheck || spec.Tp == ast.AlterTableAlterCheck) && spec.Constraint != nil {
+			return spec.Constraint.Name, ddl.Text(spec)
+		}
+	}
+	return "", ""
 }
 
 // noteNamedChecks finds the CHECK constraints the user named on the
