@@ -348,6 +348,13 @@ func hashes(cfg Config) rowHashes {
 			// mixed collations below.
 			src.Expr, converted = expr, true
 			src.Text = src.Text || p.To.Charset != ""
+			if expr == toDouble(p.From.Name) {
+				// MySQL prints a DOUBLE column with up to 17 digits and
+				// an expression's DOUBLE with 16: read the new column
+				// through the same expression (a conversion gone wrong,
+				// through a FLOAT's 6-digit text say, still differs).
+				dst.Expr = toDouble(p.To.Name)
+			}
 		}
 		srcCols, dstCols = append(srcCols, src), append(dstCols, dst)
 		h.compared = append(h.compared, p.To.Name)

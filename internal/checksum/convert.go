@@ -70,7 +70,7 @@ func Convert(from, to schema.Column) (string, bool) {
 		(from.DataType == "float" || schema.IntegerTypes[from.DataType] || decimalTypes[from.DataType]):
 		// The assignment converts to the nearest DOUBLE, as this does
 		// (a DOUBLE(M,D) rounds and prints D decimals: not this).
-		return "(" + q + " * 1e0)", true
+		return toDouble(from.Name), true
 	case toText && (fromText || schema.IntegerTypes[from.DataType] || decimalTypes[from.DataType]):
 		v := q
 		if !fromText {
@@ -85,6 +85,9 @@ func Convert(from, to schema.Column) (string, bool) {
 	}
 	return "", false
 }
+
+// toDouble reads a column as the nearest DOUBLE.
+func toDouble(name string) string { return "(" + dbconn.QuoteIdent(name) + " * 1e0)" }
 
 func sameCharset(a, b schema.Column) bool { return strings.EqualFold(a.Charset, b.Charset) }
 

@@ -63,3 +63,29 @@ func TestBitNarrowed(t *testing.T) {
 		t.Errorf("BIT 5 in the original and 0 in the shadow passed the checksum: %v", err)
 	}
 }
+
+// TestToDoubleSeventeenDigits: FLOAT, BIGINT and DECIMAL values whose DOUBLE
+// needs 17 digits to print (a FLOAT's smallest normal, integers past 2^53)
+// pass the checksum when copied into DOUBLE columns (MySQL prints a DOUBLE
+// column with 17 digits and an expression's DOUBLE with 16: compared as one
+// the other, they stopped correct runs), and a value changed in the 16th
+// digit fails it.
+func TestToDoubleSeventeenDigits(t *testing.T) {
+	db := testdb.New(t)
+	db.MustExec(t, "CREATE TABLE src (id INT PRIMARY KEY, f FLOAT, b BIGINT, d DECIMAL(30,10))",
+		"CREATE TABLE dst (id INT PRIMARY KEY, f DOUBLE, b DOUBLE, d DOUBLE)",
+		"INSERT INTO src VALUES (1, -1.17549435e-38, 9007199254740993, 1234567890.1234567891), (2, 1.17549e-38, -123456789012345678, -0.0000000001),"+
+			" (3, 1.1, 0, 0), (4, 3.4028234e38, 1, 99999999999999999999.9999999999), (5, 1e-45, NULL, NULL), (6, -0.0, -1, -1.5)",
+		"INSERT INTO dst SELECT * FROM src")
+	m, key := db.Mapping(t, "src", "dst", false)
+	ctx := context.Background()
+	if _, err := Compare(ctx, snapshotConns(t, db, 2), Config{Mapping: m, Key: key}); err != nil {
+		t.Fatalf("a correct copy into DOUBLE columns fails the checksum: %v", err)
+	}
+	for _, damage := range []string{"UPDATE dst SET f = f * 1.000000000000001 WHERE id = 1", "UPDATE dst SET b = b + 4096 WHERE id = 1", "UPDATE dst SET d = 1234567890.12346 WHERE id = 1"} {
+		db.MustExec(t, "DELETE FROM dst", "INSERT INTO dst SELECT * FROM src", damage)
+		if _, err := Compare(ctx, snapshotConns(t, db, 2), Config{Mapping: m, Key: key}); !errors.Is(err, ErrMismatch) {
+			t.Errorf("%s passed the checksum: %v", damage, err)
+		}
+	}
+}
