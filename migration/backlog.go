@@ -166,7 +166,7 @@ func (r *Runner) settleCopyCollision(ctx context.Context, attempt int, copyRange
 	}
 	var n int64
 	copied := false
-	spec := r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " WRITE" + r.queueLock("READ")
+	spec := r.readLockSpec()
 	// Bounded: the copy stops on the collision rather than wait long for
 	// these locks.
 	lctx, cancel := context.WithTimeout(ctx, settleLockFor)
@@ -177,33 +177,32 @@ func (r *Runner) settleCopyCollision(ctx context.Context, attempt int, copyRange
 				return err
 			}
 		}
-		// Under the table locks, a row lock can only be a prepared XA
-		// transaction's: not waited for (applyLocked).
-		if _, err := lock.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
-			return err
-		}
-		err := r.applyCopiedChanges(ctx, lock)
-		if _, rerr := lock.ExecContext(context.WithoutCancel(ctx), "SET SESSION innodb_lock_wait_timeout = "+dbconn.SessionSettings["innodb_lock_wait_timeout"]); rerr != nil && err == nil {
-			err = rerr
-		}
+		err := withShortRowLockWait(ctx, lock, func() error { return r.applyCopiedChanges(ctx, lock) })
 		if n := dbconn.ErrorNumber(err); n == dbconn.ErrLockWaitTimeout || n == dbconn.ErrLockDeadlock {
-			return nil // not settled: the next attempt, or the stop
+			return errNotSettled
 		} else if err != nil {
 			return err
 		}
 		m, err := copyRange(ctx, lock)
 		if dbconn.ErrorNumber(err) == dbconn.ErrDupEntry {
-			return nil // not settled: the next attempt, or the stop
+			return errNotSettled
 		}
 		n, copied = m, err == nil
 		return err
 	})
-	if err != nil && ctx.Err() == nil && lctx.Err() != nil {
+	switch {
+	case errors.Is(err, errNotSettled):
+		return 0, false, nil // the next attempt, or the stop
+	case err != nil && ctx.Err() == nil && lctx.Err() != nil:
 		r.log.Info("the locks to settle a copy collision were not had in time", "within", settleLockFor)
-		return 0, false, nil // not settled: the next attempt, or the stop
+		return 0, false, nil
 	}
 	return n, copied, err
 }
+
+// errNotSettled: a locked attempt of settleCopyCollision met a row lock or
+// the collision again; the locks are released.
+var errNotSettled = errors.New("copy collision not settled")
 
 // settleLockFor bounds one locked attempt of settleCopyCollision, and
 // settleBudget the time a run spends settling collisions: past it, a
@@ -226,24 +225,15 @@ type copySettle struct {
 // held.
 func (r *Runner) applyCopiedChanges(ctx context.Context, lock *sql.Conn) error {
 	switch {
-	case r.streamer != nil:
-		pos, err := binlog.CurrentPosition(ctx, r.db)
-		if err != nil {
+	case r.streamer != nil && lock != nil:
+		if err := r.readBinlogToNow(ctx, lock, time.Second); err != nil { // the writes wait meanwhile
 			return err
 		}
-		limit := 10 * time.Second
-		if lock != nil {
-			limit = time.Second // the writes wait meanwhile (drainLocked)
-		}
-		wctx, cancel := context.WithTimeout(ctx, limit)
-		err = r.streamer.WaitFor(wctx, pos)
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case err != nil && lock != nil:
-			return fmt.Errorf("%w: binlog not read up to %s within %s", mdl.ErrRetry, pos, limit)
-		case err != nil:
+	case r.streamer != nil:
+		err := r.readBinlogToNow(ctx, r.db, 10*time.Second)
+		if !errors.Is(err, mdl.ErrRetry) && err != nil {
+			return err
+		} else if err != nil {
 			r.log.Warn("the binlog was not read up to its end within 10s; applying what was read", "error", err.Error())
 		}
 	case r.poller != nil && lock == nil:

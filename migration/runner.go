@@ -584,16 +584,7 @@ func (r *Runner) drainLocked(ctx context.Context, conn *sql.Conn, maxWait time.D
 		}
 		return r.applyLocked(ctx, conn)
 	}
-	pos, err := binlog.CurrentPosition(ctx, conn)
-	if err != nil {
-		return err
-	}
-	wctx, cancel := context.WithTimeout(ctx, maxWait)
-	defer cancel()
-	if err := r.streamer.WaitFor(wctx, pos); err != nil {
-		if ctx.Err() == nil && wctx.Err() != nil {
-			return fmt.Errorf("%w: binlog not read up to %s within %s", mdl.ErrRetry, pos, maxWait)
-		}
+	if err := r.readBinlogToNow(ctx, conn, maxWait); err != nil {
 		return err
 	}
 	if err := r.originalIntact(ctx, conn); err != nil {
@@ -605,15 +596,7 @@ func (r *Runner) drainLocked(ctx context.Context, conn *sql.Conn, maxWait time.D
 // applyLocked applies every pending key on conn, which holds locks that stop
 // all writes to the original.
 func (r *Runner) applyLocked(ctx context.Context, conn *sql.Conn) error {
-	// The only row locks left to wait for are prepared XA transactions'
-	// (ApplyLocked): the table locks are not held waiting for one.
-	if _, err := conn.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
-		return err
-	}
-	err := r.applier.ApplyLocked(ctx, conn)
-	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION innodb_lock_wait_timeout = "+dbconn.SessionSettings["innodb_lock_wait_timeout"]); rerr != nil && err == nil {
-		err = rerr
-	}
+	err := withShortRowLockWait(ctx, conn, func() error { return r.applier.ApplyLocked(ctx, conn) })
 	switch n := dbconn.ErrorNumber(err); {
 	case err == nil:
 		return nil
@@ -623,6 +606,46 @@ func (r *Runner) applyLocked(ctx context.Context, conn *sql.Conn) error {
 		return fmt.Errorf("%w: a changed row of %s is locked by a transaction that has not ended (a prepared XA transaction, which XA RECOVER lists, or on MariaDB a parent's foreign-key cascade), so the table locks are released and taken again later: %v", mdl.ErrRetry, r.orig.Name, err)
 	}
 	return err
+}
+
+// readBinlogToNow reads the binlog's current end on q and waits until the
+// streamer has read up to it; past limit it gives up with mdl.ErrRetry.
+func (r *Runner) readBinlogToNow(ctx context.Context, q dbconn.Querier, limit time.Duration) error {
+	pos, err := binlog.CurrentPosition(ctx, q)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	if err := r.streamer.WaitFor(wctx, pos); err != nil {
+		if ctx.Err() == nil && wctx.Err() != nil {
+			return fmt.Errorf("%w: binlog not read up to %s within %s", mdl.ErrRetry, pos, limit)
+		}
+		return err
+	}
+	return nil
+}
+
+// withShortRowLockWait runs fn on conn, which holds table locks that stop
+// all writes to the original, with innodb_lock_wait_timeout at 1 s: the only
+// row locks left to wait for are prepared XA transactions' (ApplyLocked),
+// and the table locks are not held waiting for one.
+func withShortRowLockWait(ctx context.Context, conn *sql.Conn, fn func() error) error {
+	if _, err := conn.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
+		return err
+	}
+	err := fn()
+	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION innodb_lock_wait_timeout = "+dbconn.SessionSettings["innodb_lock_wait_timeout"]); rerr != nil && err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// readLockSpec is the LOCK TABLES list that stops every write to the
+// original and lets only this connection write the new table (and read the
+// trigger capture's queue).
+func (r *Runner) readLockSpec() string {
+	return r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " WRITE" + r.queueLock("READ")
 }
 
 // errCollision is a unique-key collision found with the shadow equal to the
@@ -645,7 +668,7 @@ func (r *Runner) settleConflict(ctx context.Context) error {
 // the shadow keeps that state until the caller releases it.
 func (r *Runner) drainUnderReadLock(ctx context.Context, what string, keepHeld bool, then func(ctx context.Context, lock *sql.Conn) error) error {
 	settled := false
-	spec := r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " WRITE" + r.queueLock("READ")
+	spec := r.readLockSpec()
 	release := func() {
 		if !(keepHeld && settled) {
 			r.sched.Hold(false)
