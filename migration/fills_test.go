@@ -59,7 +59,8 @@ func TestImplicitDefaults(t *testing.T) {
 				// MariaDB, a JSON value its CHECK refuses (the server's ALTER
 				// writes '' without checking it); an empty vector, which the
 				// server's ALTER stores and no INSERT can write.
-				if nativeErr == nil && !strings.Contains(err.Error(), "zero date") && !strings.Contains(err.Error(), "empty vector") &&
+				// (A TIMESTAMP's zero is written as the server's ALTER does.)
+				if nativeErr == nil && !(strings.Contains(err.Error(), "zero date") && ty != "TIMESTAMP") && !strings.Contains(err.Error(), "empty vector") &&
 					!(db.Flavor == dbconn.MariaDB && ty == "JSON" && strings.Contains(err.Error(), "CONSTRAINT")) {
 					t.Errorf("sluice refused what the server's own ALTER does: %v", err)
 				}
