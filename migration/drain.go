@@ -9,6 +9,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/apply"
@@ -89,8 +91,36 @@ func withShortRowLockWait(ctx context.Context, conn *sql.Conn, fn func() error) 
 // original and lets only this connection write the new table (and read the
 // trigger capture's queue).
 func (r *Runner) readLockSpec() string {
-	return r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " WRITE" + r.queueLock("READ")
+	return r.orig.Quoted() + " READ, " + dbconn.QuoteTable(r.cfg.Database, r.names.Shadow) + " WRITE" + r.queueLock("READ") + r.sequenceLocks()
 }
+
+// sequenceLocks locks, for writing, the sequences whose next value a
+// default of the new table takes (MariaDB's DEFAULT NEXT VALUE FOR s, shown
+// as nextval(`db`.`s`)): MariaDB opens them for every write to the table,
+// the value given or not, and refuses that write under LOCK TABLES unless
+// they are locked for writing too.
+func (r *Runner) sequenceLocks() string {
+	if r.shadow == nil {
+		return ""
+	}
+	var seqs []string
+	for _, c := range r.shadow.Columns {
+		for _, m := range sequenceRef.FindAllStringSubmatch(c.DefaultExpr, -1) {
+			if !slices.Contains(seqs, m[1]) { // a table is named once in LOCK TABLES
+				seqs = append(seqs, m[1])
+			}
+		}
+	}
+	var s string
+	for _, q := range seqs {
+		s += ", " + q + " WRITE"
+	}
+	return s
+}
+
+// sequenceRef matches a sequence function's argument as the server prints
+// it: a quoted name, qualified or not.
+var sequenceRef = regexp.MustCompile("(?i)\\b(?:nextval|lastval|setval)\\(\\s*((?:`(?:[^`]|``)+`\\.)?`(?:[^`]|``)+`)")
 
 // errCollision is a unique-key collision found with the shadow equal to the
 // original: one the original really holds.
