@@ -251,6 +251,8 @@ func (r *Runner) checkTriggerCapture(ctx context.Context) error {
 	if err != nil {
 		return preflightErr("%v; --capture=triggers cannot record this key: use the binlog", err)
 	}
+	q.Formats = r.vars.Flavor == dbconn.MariaDB
+	q.StopStatements = r.vars.LogBin == "1" || strings.EqualFold(r.vars.LogBin, "ON")
 	if _, err := capture.Identity(ctx, r.db, r.vars.Flavor, t.Database, t.Name); err != nil {
 		return preflightErr("%v; --capture=triggers compares it at the cut-over to see a TRUNCATE, which fires no trigger: use the binlog, or rename the table", err)
 	}

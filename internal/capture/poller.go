@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,9 @@ type Poller struct {
 	// held maps each queue row read and not yet deleted to its round.
 	held map[uint64]uint32
 }
+
+// keptRound marks a queue row Forget never deletes.
+const keptRound = math.MaxUint32
 
 // NewPoller returns a poller that hands q's keys to sink. A
 // binlog.PresenceSink is told each key too, as not claimed present: the
@@ -92,19 +96,21 @@ func (p *Poller) Drain(ctx context.Context, db dbconn.Querier) (int, error) {
 // read runs one query of the queue with the tail given, hands the rows not
 // held yet to the sink as one round, and returns how many rows it returned.
 func (p *Poller) read(ctx context.Context, db dbconn.Querier, tail string) (int, error) {
-	rows, err := db.QueryContext(ctx, "SELECT "+seq+", "+p.q.key.SelectExprs()+" FROM "+p.q.quoted()+tail)
+	rows, err := db.QueryContext(ctx, "SELECT "+seq+", "+dbconn.QuoteIdent(LogColumn)+", "+p.q.key.SelectExprs()+" FROM "+p.q.quoted()+tail)
 	if err != nil {
 		return 0, fmt.Errorf("capture: read %s: %w", p.q.Table, err)
 	}
 	defer rows.Close()
 	var (
-		seqs []uint64
-		keys []rowkey.Key
-		n    int
+		seqs     []uint64
+		keys     []rowkey.Key
+		unlogged []bool
+		n        int
 	)
 	raw := make([][]byte, len(p.q.key))
 	var num uint64
-	dest := []any{&num}
+	var logged int
+	dest := []any{&num, &logged}
 	for i := range raw {
 		dest = append(dest, &raw[i])
 	}
@@ -117,7 +123,10 @@ func (p *Poller) read(ctx context.Context, db dbconn.Querier, tail string) (int,
 		if err != nil {
 			return n, fmt.Errorf("capture: read %s: %w", p.q.Table, err)
 		}
-		seqs, keys = append(seqs, num), append(keys, k)
+		if logged == logStatement && p.q.StopStatements {
+			return n, fmt.Errorf("capture: %w (%s)", ErrStatementFormat, p.q.orig.Name)
+		}
+		seqs, keys, unlogged = append(seqs, num), append(keys, k), append(unlogged, logged == logNone)
 	}
 	if err := rows.Err(); err != nil {
 		return n, fmt.Errorf("capture: read %s: %w", p.q.Table, err)
@@ -131,6 +140,12 @@ func (p *Poller) read(ctx context.Context, db dbconn.Querier, tail string) (int,
 			continue
 		}
 		p.held[s] = round
+		if unlogged[i] {
+			// Written with sql_log_bin=0: the row is not in the binlog,
+			// and a logged delete of it would stop the replicas'
+			// appliers (error 1032). It stays until the queue is dropped.
+			p.held[s] = keptRound
+		}
 		p.cursor = max(p.cursor, s)
 		fresh = append(fresh, keys[i])
 	}

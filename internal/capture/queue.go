@@ -40,7 +40,30 @@ type Queue struct {
 	Table string
 	// Triggers are the names of the insert, update and delete triggers.
 	Triggers [3]string
+	// Formats: the triggers record a write made in statement format
+	// (MariaDB; on MySQL every read of binlog_format warns, in the
+	// application's own session, so they do not look).
+	Formats bool
+	// StopStatements: the poller fails with ErrStatementFormat on a write
+	// recorded as made in statement format (the server writes a binlog).
+	StopStatements bool
 }
+
+// LogColumn records how the session that made a change logged it: logRow,
+// logStatement or logNone.
+const LogColumn = "_sluice_log"
+
+const (
+	logRow       = 0 // in row format
+	logStatement = 1 // in statement format (Formats only)
+	logNone      = 2 // not at all: sql_log_bin=0
+)
+
+// ErrStatementFormat is returned by the poller for a change written in
+// statement format: a replica replays such a statement with the capture's
+// triggers, which write queue rows of its own, and its applier stops on the
+// queue's next logged change.
+var ErrStatementFormat = errors.New("a statement-format write (binlog_format=STATEMENT in a session) reached the change queue: replicas replay it with the capture's triggers, whose queue rows then collide with the queue's logged changes and stop their appliers")
 
 // SeqColumn is the queue's sequence number, beside the key's columns: a
 // name no application key is expected to have (New refuses one that has).
@@ -102,7 +125,7 @@ func (q *Queue) quoted() string { return dbconn.QuoteTable(q.orig.Database, q.Ta
 // key, a delete the old one, an update the new one and, when the key's bytes
 // changed, the old one first.
 func (q *Queue) CreateSQL() []string {
-	cols := []string{seq + " BIGINT UNSIGNED NOT NULL AUTO_INCREMENT"}
+	cols := []string{seq + " BIGINT UNSIGNED NOT NULL AUTO_INCREMENT", dbconn.QuoteIdent(LogColumn) + " TINYINT UNSIGNED NOT NULL DEFAULT 0"}
 	for _, c := range q.key {
 		def := dbconn.QuoteIdent(c.Name) + " " + c.ColumnType
 		if c.Charset != "" {
@@ -135,9 +158,16 @@ func (q *Queue) CreateSQL() []string {
 	}
 }
 
-// insert returns the statement that records the key of row (NEW or OLD).
+// insert returns the statement that records the key of row (NEW or OLD),
+// and how the session logs it.
 func (q *Queue) insert(row string) string {
-	var names, vals []string
+	logged := fmt.Sprintf("IF(@@session.sql_log_bin, %d, %d)", logRow, logNone)
+	if q.Formats {
+		// MIXED logs a write that fires these triggers in row format
+		// (they insert into an AUTO_INCREMENT column).
+		logged = fmt.Sprintf("IF(@@session.sql_log_bin, IF(@@session.binlog_format = 'STATEMENT', %d, %d), %d)", logStatement, logRow, logNone)
+	}
+	names, vals := []string{dbconn.QuoteIdent(LogColumn)}, []string{logged}
 	for _, c := range q.key {
 		names = append(names, dbconn.QuoteIdent(c.Name))
 		vals = append(vals, row+"."+dbconn.QuoteIdent(c.Name))
