@@ -110,7 +110,9 @@ tables chunk by chunk, and swaps them with RENAME TABLE under a lock whose wait 
 bounded by --lock-wait. The original is kept as _<table>_old unless --drop-old.
 With --postpone-cutover it keeps the new table in sync after the checksum and
 swaps only when told to (sluice cutover). Interrupting it at any moment leaves
-the original table untouched.
+the original table's rows untouched; a run with --capture=triggers stopped by
+kill -9 leaves its three triggers on the table, which the same command run
+again takes up and removes.
 
 The password is read from --password-file, the MYSQL_PWD environment variable,
 or the [client] section of --defaults-file; never from the command line.`,
