@@ -228,7 +228,7 @@ func TestDeathWithTriggerCapture(t *testing.T) {
 	defer stop()
 	job := childJob{DSN: os.Getenv(testdb.Env), Database: db.Name, Table: "t", Alter: "ADD COLUMN extra INT NOT NULL DEFAULT 7",
 		Every: time.Second, Capture: migration.CaptureTriggers, Carry: true}
-	for _, die := range []struct{ at, triggersOn string }{{"capture-started", "t"}, {"renamed", "_t_old"}} {
+	for _, die := range []struct{ at, triggersOn string }{{"capture-started", "t"}, {"triggers-copied", "t"}, {"renamed", "_t_old"}} {
 		job.Die = die.at
 		c := startChild(t, job)
 		err := <-c.done
@@ -238,6 +238,13 @@ func TestDeathWithTriggerCapture(t *testing.T) {
 		left := slices.DeleteFunc(allTriggers(t, db), func(n string) bool { return !strings.Contains(n, "_t_chg_") })
 		if len(left) != 3 || !strings.HasPrefix(left[0], die.triggersOn+".") {
 			t.Fatalf("after a death at %s the capture triggers are %v, want the three of them on %s", die.at, left, die.triggersOn)
+		}
+		for _, line := range strings.Split(c.out.String(), "\n") {
+			// The run that took the capture up named its triggers among
+			// the table's own, to be carried (the copies made were right).
+			if strings.Contains(line, "copied to the new table") && strings.Contains(line, "_t_chg_") {
+				t.Errorf("the capture's triggers are named among the table's own: %s", line)
+			}
 		}
 		time.Sleep(300 * time.Millisecond) // the application writes through the dead run's triggers
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/capture"
 	"github.com/sluicedb/sluice/internal/dbconn"
 	"github.com/sluicedb/sluice/internal/plan"
 	"github.com/sluicedb/sluice/internal/schema"
@@ -363,8 +364,18 @@ func (r *Runner) learnTriggerTables(ctx context.Context) error {
 // triggers (capture.go).
 func (r *Runner) ownTriggers(ctx context.Context) ([]schema.Trigger, error) {
 	trs, err := schema.LoadTriggers(ctx, r.db, r.cfg.Database, r.orig.Name)
-	if err != nil || r.queue == nil {
+	var mine [3]string
+	switch {
+	case err != nil:
 		return trs, err
+	case r.queue != nil:
+		mine = r.queue.Triggers
+	case r.resume != nil && r.triggerCapture():
+		// The earlier run's, taken up (takeUpCapture) before the queue
+		// is described.
+		_, mine = capture.Names(r.orig.Name)
+	default:
+		return trs, nil
 	}
-	return slices.DeleteFunc(trs, func(t schema.Trigger) bool { return slices.Contains(r.queue.Triggers[:], t.Name) }), nil
+	return slices.DeleteFunc(trs, func(t schema.Trigger) bool { return slices.Contains(mine[:], t.Name) }), nil
 }
