@@ -209,8 +209,25 @@ func (r *Runner) captureRefusal(ctx context.Context) error {
 	if why := r.appliedElsewhere(ctx); why != "" {
 		return preflightErr("%s; the changes it applies fire no trigger, so --capture=triggers cannot see them: run sluice with the binlog", why)
 	}
+	if why := statementCapture(r.vars); why != "" {
+		return preflightErr("%s", why)
+	}
 	return nil
 }
+
+// statementCapture says why capture by triggers cannot run under the
+// server's binlog format, or "". Pure.
+func statementCapture(v ServerVars) string {
+	if logBinOn(v) && strings.EqualFold(v.Format, "STATEMENT") {
+		// Every session's default: replicas replay the writes with the
+		// capture's triggers, whose queue rows stop their appliers.
+		return "the server's binlog_format is STATEMENT: replicas would replay the application's writes with the capture's triggers, whose queue rows stop their appliers; set binlog_format=ROW (or MIXED) first"
+	}
+	return ""
+}
+
+// logBinOn reports whether the server writes a binary log.
+func logBinOn(v ServerVars) bool { return v.LogBin == "1" || strings.EqualFold(v.LogBin, "ON") }
 
 // appliedElsewhere says why some writes to this server come from a
 // replication applier ("" if none is seen): a replica's channel, a Group
@@ -252,7 +269,7 @@ func (r *Runner) checkTriggerCapture(ctx context.Context) error {
 		return preflightErr("%v; --capture=triggers cannot record this key: use the binlog", err)
 	}
 	q.Formats = r.vars.Flavor == dbconn.MariaDB
-	q.StopStatements = r.vars.LogBin == "1" || strings.EqualFold(r.vars.LogBin, "ON")
+	q.StopStatements = logBinOn(r.vars)
 	if _, err := capture.Identity(ctx, r.db, r.vars.Flavor, t.Database, t.Name); err != nil {
 		return preflightErr("%v; --capture=triggers compares it at the cut-over to see a TRUNCATE, which fires no trigger: use the binlog, or rename the table", err)
 	}

@@ -23,15 +23,18 @@ const (
 	errConstraintNotFound = 3940
 )
 
-// namedCheck returns the first CHECK constraint the ALTER drops or alters
-// by name (DROP CHECK, DROP CONSTRAINT, ALTER CHECK), and that clause.
-func namedCheck(a *ddl.Alter) (name, clause string) {
+// namedCheck returns the CHECK constraint the ALTER drops or alters by name
+// (DROP CHECK, DROP CONSTRAINT, ALTER CHECK) that the server's message
+// names, else the first, and that clause.
+func namedCheck(a *ddl.Alter, message string) (name, clause string) {
 	for _, spec := range a.Specs {
 		if (spec.Tp == ast.AlterTableDropCheck || spec.Tp == ast.AlterTableAlterCheck) && spec.Constraint != nil {
-			return spec.Constraint.Name, ddl.Text(spec)
+			if name == "" || strings.Contains(message, "'"+spec.Constraint.Name+"'") {
+				name, clause = spec.Constraint.Name, ddl.Text(spec)
+			}
 		}
 	}
-	return "", ""
+	return name, clause
 }
 
 // noteNamedChecks finds the CHECK constraints the user named on the

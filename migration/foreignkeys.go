@@ -97,14 +97,11 @@ func foreignKeyRefusal(t *schema.Table, a *ddl.Alter, v ServerVars, underLock bo
 	return nil
 }
 
-// orderDecides finds two foreign keys of one child table that reference the
-// same parent through shared columns with different ON DELETE or ON UPDATE
-// actions. For those the order in which the server applies them to a parent
-// row's change decides the outcome (a SET NULL first leaves the row that a
-// CASCADE first deletes; a RESTRICT first refuses what a SET NULL first
-// lets through). That order is the server's own (not the names' order: seen
-// on MySQL 9.7), and keys made anew on another table may take another, so
-// such keys are not carried. fks are one table's keys. Pure.
+// orderDecides finds two foreign keys of one child table for which the
+// order in which the server applies them to a parent row's change decides
+// the outcome (clash). That order is the server's own (not the names' order:
+// seen on MySQL 9.7), and keys made anew on another table may take another,
+// so such keys are not carried. fks are one table's keys. Pure.
 func orderDecides(fks []schema.ForeignKey) (a, b string, ok bool) {
 	for i, x := range fks {
 		for _, y := range fks[i+1:] {
@@ -129,20 +126,42 @@ func childOrderDecides(children []schema.ChildKey) (a, b string, ok bool) {
 	return "", "", false
 }
 
-// clash: x and y act on the same child rows of the same parent row, and
-// differently.
+// clash: x and y reference the same parent, and which the server applies
+// first to a parent row's delete or update can decide its outcome:
+//   - on shared columns, different actions (a SET NULL first leaves for a
+//     CASCADE no row to delete; a CASCADE first leaves a RESTRICT nothing to
+//     refuse);
+//   - both SET NULL (or SET DEFAULT) on column sets that overlap and differ
+//     (the first clears a column the second finds the row by, so the row
+//     keeps the second's other columns or loses them);
+//   - on a delete, a CASCADE beside a RESTRICT on other columns (the row
+//     deleted first leaves the RESTRICT nothing to refuse).
 func clash(x, y schema.ForeignKey) bool {
+	if !strings.EqualFold(x.Parent(), y.Parent()) {
+		return false
+	}
 	rule := func(r string) string {
 		if r == "" || r == "NO ACTION" {
 			return "RESTRICT"
 		}
 		return r
 	}
-	shared := slices.ContainsFunc(x.Columns, func(c string) bool {
-		return slices.ContainsFunc(y.Columns, func(d string) bool { return strings.EqualFold(c, d) })
-	})
-	return shared && strings.EqualFold(x.Parent(), y.Parent()) &&
-		(rule(x.OnDelete) != rule(y.OnDelete) || rule(x.OnUpdate) != rule(y.OnUpdate))
+	in := func(c string, cols []string) bool {
+		return slices.ContainsFunc(cols, func(d string) bool { return strings.EqualFold(c, d) })
+	}
+	shared := slices.ContainsFunc(x.Columns, func(c string) bool { return in(c, y.Columns) })
+	sameSet := len(x.Columns) == len(y.Columns) && !slices.ContainsFunc(x.Columns, func(c string) bool { return !in(c, y.Columns) })
+	for i, ev := range [2][2]string{{rule(x.OnDelete), rule(y.OnDelete)}, {rule(x.OnUpdate), rule(y.OnUpdate)}} {
+		a, b := ev[0], ev[1]
+		nulls := a == b && (a == "SET NULL" || a == "SET DEFAULT")
+		switch {
+		case shared && a != b, shared && !sameSet && nulls:
+			return true
+		case !shared && i == 0 && (a == "CASCADE" && b == "RESTRICT" || a == "RESTRICT" && b == "CASCADE"):
+			return true
+		}
+	}
+	return false
 }
 
 // sameName compares two database or table names as the server does:

@@ -59,6 +59,15 @@ func TestForeignKeyRefusal(t *testing.T) {
 		{"shared column, restrict and cascade", child(overlap("NO ACTION", "CASCADE", "p")), alter("ADD x INT"), logged, true, "which the server applies first"},
 		{"shared column, same actions", child(overlap("RESTRICT", "NO ACTION", "p")), alter("ADD x INT"), logged, true, ""},
 		{"no shared column", child(overlap("CASCADE", "SET NULL", "other")), alter("ADD x INT"), logged, true, ""},
+		{"no shared column, cascade and restrict", child(overlap("CASCADE", "NO ACTION", "other")), alter("ADD x INT"), logged, true, "which the server applies first"},
+		{"no shared column, set null and restrict", child(overlap("SET NULL", "RESTRICT", "other")), alter("ADD x INT"), logged, true, ""},
+		{"overlapping columns, both set null", child(overlap("SET NULL", "SET NULL", "p")), alter("ADD x INT"), logged, true, "which the server applies first"},
+		{"one column set, both set null", child(func() (schema.ForeignKey, schema.ForeignKey) {
+			_, b := overlap("SET NULL", "SET NULL", "p")
+			c := b
+			c.Name, c.Columns = "c", []string{"P", "p2"}
+			return b, c
+		}()), alter("ADD x INT"), logged, true, ""},
 		{"a parent of two clashing keys of one child", &schema.Table{Database: "shop", Name: "t", Children: []schema.ChildKey{
 			{Schema: "shop", Table: "c", ForeignKey: schema.ForeignKey{Name: "a", Columns: []string{"P"}, RefSchema: "shop", RefTable: "t", OnDelete: "CASCADE"}},
 			{Schema: "shop", Table: "d", ForeignKey: schema.ForeignKey{Name: "x", Columns: []string{"p"}, RefSchema: "shop", RefTable: "t", OnDelete: "SET NULL"}},
@@ -101,5 +110,19 @@ func TestProcName(t *testing.T) {
 			t.Errorf("%q and %q share the procedure %q", table, other, n)
 		}
 		seen[strings.ToLower(n)] = table
+	}
+}
+
+// TestStatementCapture: capture by triggers is refused where every session
+// writes in statement format and a binlog is written; MIXED logs the
+// capture's writes in row format.
+func TestStatementCapture(t *testing.T) {
+	for _, c := range []struct {
+		logBin, format string
+		refused        bool
+	}{{"1", "STATEMENT", true}, {"ON", "statement", true}, {"1", "MIXED", false}, {"1", "ROW", false}, {"0", "STATEMENT", false}} {
+		if got := statementCapture(ServerVars{LogBin: c.logBin, Format: c.format}) != ""; got != c.refused {
+			t.Errorf("log_bin=%s binlog_format=%s: refused %v, want %v", c.logBin, c.format, got, c.refused)
+		}
 	}
 }

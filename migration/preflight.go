@@ -493,7 +493,7 @@ func (r *Runner) createShadow(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return err // cancelled, not refused
 		}
-		if name, clause := namedCheck(r.alter); name != "" && r.vars.Flavor != dbconn.MariaDB &&
+		if name, clause := namedCheck(r.alter, err.Error()); name != "" && r.vars.Flavor != dbconn.MariaDB &&
 			(dbconn.ErrorNumber(err) == errCheckNotFound || dbconn.ErrorNumber(err) == errConstraintNotFound) {
 			return preflightErr("the ALTER names CHECK constraint %s, which the new table holds under a generated name (MySQL keeps a constraint name unique in a database); run ALTER TABLE %s %s natively first, then sluice with the rest",
 				name, dbconn.QuoteIdent(r.orig.Name), clause)

@@ -85,8 +85,8 @@ func New(orig *schema.Table, key rowkey.Cols, base string) (*Queue, error) {
 		return nil, errors.New("capture: a table and its key are required")
 	}
 	for _, c := range key {
-		if dbconn.SameName(c.Name, SeqColumn) {
-			return nil, fmt.Errorf("%w: key column %s has the name of the queue's own sequence column", ErrKeyType, c.Name)
+		if dbconn.SameName(c.Name, SeqColumn) || dbconn.SameName(c.Name, LogColumn) {
+			return nil, fmt.Errorf("%w: key column %s has the name of one of the queue's own columns", ErrKeyType, c.Name)
 		}
 		if c.DataType == "timestamp" {
 			return nil, fmt.Errorf("%w: key column %s is a TIMESTAMP (a trigger copies it through the session's time zone)", ErrKeyType, c.Name)

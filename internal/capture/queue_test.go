@@ -3,6 +3,7 @@ package capture
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -335,5 +336,20 @@ func TestNamesOfLongTables(t *testing.T) {
 	}
 	if q, trs := Names("orders"); q != "_orders_chg" || trs != [3]string{"_orders_chg_i", "_orders_chg_u", "_orders_chg_d"} {
 		t.Errorf("Names(orders) = %s %v", q, trs)
+	}
+}
+
+// TestKeyNamedLikeTheQueue: a key column named like one of the queue's own
+// columns is refused (the queue could not be made).
+func TestKeyNamedLikeTheQueue(t *testing.T) {
+	for _, name := range []string{SeqColumn, LogColumn, "_SLUICE_LOG"} {
+		tbl := &schema.Table{Name: "t", Columns: []schema.Column{{Name: name, DataType: "int", ColumnType: "int"}}, PrimaryKey: []string{name}}
+		key, err := rowkey.NewCols(tbl.PKColumns())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := New(tbl, key, "t"); !errors.Is(err, ErrKeyType) {
+			t.Errorf("key column %s: %v, want ErrKeyType", name, err)
+		}
 	}
 }

@@ -351,9 +351,9 @@ func hashes(cfg Config) rowHashes {
 			if expr == toDouble(p.From.Name) {
 				// MySQL prints a DOUBLE column with up to 17 digits and
 				// an expression's DOUBLE with 16: read the new column
-				// through the same expression (a conversion gone wrong,
-				// through a FLOAT's 6-digit text say, still differs).
-				dst.Expr = toDouble(p.To.Name)
+				// through the same expression. (It is text now: not
+				// read again as a FLOAT's DOUBLE.)
+				dst.Expr, src.Float = toDouble(p.To.Name), false
 			}
 		}
 		srcCols, dstCols = append(srcCols, src), append(dstCols, dst)

@@ -86,8 +86,14 @@ func Convert(from, to schema.Column) (string, bool) {
 	return "", false
 }
 
-// toDouble reads a column as the nearest DOUBLE.
-func toDouble(name string) string { return "(" + dbconn.QuoteIdent(name) + " * 1e0)" }
+// toDouble reads a column as the nearest DOUBLE, as text: MySQL prints an
+// expression's DOUBLE with 16 significant digits, which two DOUBLEs may
+// share, so what those digits leave is printed after them (0 where they say
+// it all). Both sides of a pair read through it alike.
+func toDouble(name string) string {
+	d := "(" + dbconn.QuoteIdent(name) + " * 1e0)"
+	return "CONCAT(" + d + ", ' ', " + d + " - CAST(CAST(" + d + " AS CHAR) AS DOUBLE))"
+}
 
 func sameCharset(a, b schema.Column) bool { return strings.EqualFold(a.Charset, b.Charset) }
 

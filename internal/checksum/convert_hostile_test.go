@@ -27,7 +27,7 @@ func TestConvertBitNarrowed(t *testing.T) {
 func TestConvertDoubleMD(t *testing.T) {
 	from := schema.Column{Name: "d", DataType: "decimal", ColumnType: "decimal(10,4)"}
 	to := schema.Column{Name: "d", DataType: "double", ColumnType: "double(10,2)"}
-	if expr, ok := Convert(from, to); ok && expr == "(`d` * 1e0)" {
+	if expr, ok := Convert(from, to); ok && strings.Contains(expr, "* 1e0") {
 		t.Errorf("DECIMAL(10,4) -> DOUBLE(10,2) compared as %s: 1.5 reads '1.5' against the shadow's '1.50'", expr)
 	}
 }
@@ -75,14 +75,18 @@ func TestToDoubleSeventeenDigits(t *testing.T) {
 	db.MustExec(t, "CREATE TABLE src (id INT PRIMARY KEY, f FLOAT, b BIGINT, d DECIMAL(30,10))",
 		"CREATE TABLE dst (id INT PRIMARY KEY, f DOUBLE, b DOUBLE, d DOUBLE)",
 		"INSERT INTO src VALUES (1, -1.17549435e-38, 9007199254740993, 1234567890.1234567891), (2, 1.17549e-38, -123456789012345678, -0.0000000001),"+
-			" (3, 1.1, 0, 0), (4, 3.4028234e38, 1, 99999999999999999999.9999999999), (5, 1e-45, NULL, NULL), (6, -0.0, -1, -1.5)",
+			" (3, 1.1, 0, 0), (4, 3.4028234e38, 1, 99999999999999999999.9999999999), (5, 1e-45, NULL, NULL), (6, -0.0, -1, -1.5),"+
+			" (7, 0.5, 123456789012345678, 1234567890.1234567891)",
 		"INSERT INTO dst SELECT * FROM src")
 	m, key := db.Mapping(t, "src", "dst", false)
 	ctx := context.Background()
 	if _, err := Compare(ctx, snapshotConns(t, db, 2), Config{Mapping: m, Key: key}); err != nil {
 		t.Fatalf("a correct copy into DOUBLE columns fails the checksum: %v", err)
 	}
-	for _, damage := range []string{"UPDATE dst SET f = f * 1.000000000000001 WHERE id = 1", "UPDATE dst SET b = b + 4096 WHERE id = 1", "UPDATE dst SET d = 1234567890.12346 WHERE id = 1"} {
+	// (A BIGINT past 10^16 and a DECIMAL of 20 digits are DOUBLEs that
+	// share their first 16 digits with the damaged ones.)
+	for _, damage := range []string{"UPDATE dst SET f = f * 1.000000000000001 WHERE id = 1", "UPDATE dst SET b = b + 4096 WHERE id = 1",
+		"UPDATE dst SET d = 1234567890.12346 WHERE id = 1", "UPDATE dst SET b = 123456789012345700 WHERE id = 7", "UPDATE dst SET d = 1234567890.1234569 WHERE id = 7"} {
 		db.MustExec(t, "DELETE FROM dst", "INSERT INTO dst SELECT * FROM src", damage)
 		if _, err := Compare(ctx, snapshotConns(t, db, 2), Config{Mapping: m, Key: key}); !errors.Is(err, ErrMismatch) {
 			t.Errorf("%s passed the checksum: %v", damage, err)
